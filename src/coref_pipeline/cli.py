@@ -1,0 +1,125 @@
+"""The ``coref-pipeline`` command: the pipelines' code on any file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import click
+
+logger = logging.getLogger(__name__)
+
+
+@click.group(name="coref-pipeline")
+def cli() -> None:
+    """coref-pipeline: run its pipelines with `kedro run --pipelines=NAME`; its own tool is `coref-pipeline`."""
+    # Kedro merges a project's ``<package>.cli`` group into ``kedro``; this one adds no command.
+
+
+def _minimize(args: argparse.Namespace) -> int:
+    """CoNLL-2012 file -> Joshi-format jsonlines, as the ``preprocess`` and ``segment`` nodes do."""
+    from coref_pipeline.conll import ConllFormatError
+    from coref_pipeline.datasets import ConllFile, JsonLinesDataset
+    from coref_pipeline.encoders import resolve_encoder
+    from coref_pipeline.pipelines.preprocess.nodes import preprocess_conll
+    from coref_pipeline.pipelines.segment.nodes import segment_frame
+    from coref_pipeline.segmentation import SegmentationError, load_tokenizer
+
+    path = Path(args.input)
+    if not path.is_file():
+        print(f"error: {path}: no such file", file=sys.stderr)
+        return 2
+    params = {
+        "min_columns": args.min_columns,
+        "skip_bad_documents": args.skip_bad_documents,
+        "genres": ["bc", "bn", "mz", "nw", "pt", "tc", "wb"],
+        "default_genre": "nw",
+    }
+    try:
+        frame = preprocess_conll(ConllFile(str(path), path.read_text(encoding="utf-8")), params)
+        tokenizer = load_tokenizer(resolve_encoder(args.tokenizer))
+        documents = segment_frame(frame, tokenizer, [args.seg_len], not args.no_tokens, f"minimize {path.name}")
+    except (ConllFormatError, SegmentationError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    JsonLinesDataset(args.output).save(documents[args.seg_len])
+    logger.info("Wrote %d documents to %s", len(frame), args.output)
+    return 0
+
+
+def _conll_stats(args: argparse.Namespace) -> int:
+    """Corpus counts per file."""
+    from coref_pipeline.conll import ConllFormatError, document_stats, read_conll
+
+    results = {}
+    for name in args.files:
+        try:
+            documents = read_conll(name, min_columns=args.min_columns, skip_bad_documents=args.skip_bad_documents)
+        except (ConllFormatError, OSError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        results[name] = document_stats(documents)
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    keys = ["documents", "sentences", "words", "mentions", "entities", "singletons", "longest_document_words"]
+    header = ["file", *keys, "longest_document"]
+    rows = [
+        [name, *(str(stats[key]) for key in keys), str(stats["longest_document"])] for name, stats in results.items()
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    for row in [header, *rows]:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(prog="coref-pipeline", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    subparsers = parser.add_subparsers(dest="command", required=True)
+
+    minimize = subparsers.add_parser("minimize", help="CoNLL-2012 -> jsonlines (as minimize.py)")
+    minimize.add_argument("input", help="a CoNLL-2012 file (*_gold_conll layout)")
+    minimize.add_argument("output", help="the jsonlines file to write")
+    minimize.add_argument(
+        "--tokenizer",
+        default="embedded:minilm",
+        help="HF tokenizer: hub id (e.g. bert-base-cased), local folder, or embedded:minilm (default)",
+    )
+    minimize.add_argument("--seg-len", type=int, default=384, help="max_segment_len (default 384)")
+    minimize.add_argument("--min-columns", type=int, default=12, help="columns a row needs (default 12)")
+    minimize.add_argument("--skip-bad-documents", action="store_true", help="report and skip bad documents")
+    minimize.add_argument("--no-tokens", action="store_true", help="omit the 'tokens' field (as minimize.py)")
+    minimize.set_defaults(func=_minimize)
+
+    stats = subparsers.add_parser("conll-stats", help="documents, sentences, words, mentions, entities, ...")
+    stats.add_argument("files", nargs="+", help="CoNLL-2012 files")
+    stats.add_argument("--min-columns", type=int, default=12, help="columns a row needs (default 12)")
+    stats.add_argument("--skip-bad-documents", action="store_true", help="report and skip bad documents")
+    stats.add_argument("--json", action="store_true", help="print JSON")
+    stats.set_defaults(func=_conll_stats)
+
+    _add_optional_commands(subparsers)
+    return parser
+
+
+def _add_optional_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Subcommands defined next to the code they drive."""
+    from coref_pipeline.evaluation.cli import add_score_parser
+
+    add_score_parser(subparsers)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``coref-pipeline`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO, format="%(levelname)s %(name)s: %(message)s"
+    )
+    sys.exit(args.func(args))

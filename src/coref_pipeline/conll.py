@@ -1,0 +1,566 @@
+"""CoNLL-2012 reading and writing.
+
+The reader accepts the OntoNotes 5.0 ``*_gold_conll`` layout and any corpus in
+that layout: whitespace-separated columns (the coreference column is always the
+last), ``#begin document (NAME); part NNN`` / ``#end document`` headers, a blank
+line between sentences, several documents and parts per file.
+
+Word-level clusters are lists of inclusive ``(first_word, last_word)`` spans,
+with word indices counted over the whole document (part). Their order follows
+the original ``minimize.py``: a cluster appears when its first mention is
+completed, and its mentions are listed in the order they are completed.
+
+Errors name the file, the line and what is wrong (:class:`ConllFormatError`).
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import compress
+from operator import itemgetter
+from pathlib import Path
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+Span = tuple[int, int]
+Cluster = list[Span]
+
+BEGIN_DOCUMENT_RE = re.compile(r"#begin document \((.*)\); part (\d+)")
+_BEGIN_ANY_RE = re.compile(r"^#\s*begin document (.*?)$")
+_END_RE = re.compile(r"^#\s*end document")
+_COREF_PIECE_RE = re.compile(r"\((\d+)\)|\((\d+)|(\d+)\)")
+
+GENRES = ("bc", "bn", "mz", "nw", "pt", "tc", "wb")
+
+
+class ConllFormatError(ValueError):
+    """A CoNLL-2012 file that cannot be read; the message names file and line."""
+
+    def __init__(self, source: str, line: int | None, message: str) -> None:
+        self.source = source
+        self.line = line
+        self.reason = message
+        where = f"{source}:{line}" if line is not None else source
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass
+class ConllDocument:
+    """One ``#begin document`` ... ``#end document`` block (one part)."""
+
+    name: str
+    part: int | None
+    header: str
+    source: str
+    begin_line: int
+    words: list[str] = field(default_factory=list)
+    pos: list[str] = field(default_factory=list)
+    speakers: list[str] = field(default_factory=list)
+    sentence_ids: list[int] = field(default_factory=list)
+    clusters: list[Cluster] = field(default_factory=list)
+
+    @property
+    def doc_key(self) -> str:
+        """``"{name}_{int(part)}"`` as in ``minimize.py``; the bare name without a part."""
+        return self.name if self.part is None else f"{self.name}_{self.part}"
+
+    @property
+    def num_sentences(self) -> int:
+        return self.sentence_ids[-1] + 1 if self.sentence_ids else 0
+
+
+def genre_of(doc_key: str, genres: Sequence[str] = GENRES, default: str = "nw") -> str:
+    """The genre of a document: the first two letters of its key if known, else ``default``."""
+    prefix = doc_key[:2]
+    return prefix if prefix in genres else default
+
+
+def normalize_word(word: str) -> str:
+    """``minimize.py``'s word normalisation: ``/.`` -> ``.`` and ``/?`` -> ``?``."""
+    if word == "/." or word == "/?":
+        return word[1:]
+    return word
+
+
+def parse_header(header: str) -> tuple[str, int | None]:
+    """Document name and part from a ``#begin document`` line."""
+    match = BEGIN_DOCUMENT_RE.match(header)
+    if match:
+        return match.group(1), int(match.group(2))
+    any_match = _BEGIN_ANY_RE.match(header)
+    name = any_match.group(1).strip() if any_match else header
+    if name.startswith("(") and name.endswith(");"):
+        name = name[1:-2]
+    elif name.startswith("(") and name.endswith(")"):
+        name = name[1:-1]
+    return name, None
+
+
+def parse_coref_column(value: str, bracket_order: str = "written") -> list[tuple[str, int]]:
+    """Split a coreference cell into ``("open"|"close"|"single", cluster_id)`` events.
+
+    Parts are separated by ``|``; a part may also hold several brackets run
+    together (``(1(3``, ``3)1)``) as the reference scorer accepts.
+    ``bracket_order="written"`` keeps the order of the cell (``minimize.py``);
+    ``"reference"`` orders singles, then openings, then closings, as the
+    reference scorer v8.01 does. Raises ``ValueError`` on anything else.
+    """
+    if value == "-" or value == "_":
+        return []
+    events: list[tuple[str, int]] = []
+    for piece in value.split("|"):
+        if piece[:1] == "(":
+            if piece[-1:] == ")" and piece[1:-1].isdigit():
+                events.append(("single", int(piece[1:-1])))
+                continue
+            if piece[1:].isdigit():
+                events.append(("open", int(piece[1:])))
+                continue
+        elif piece[-1:] == ")" and piece[:-1].isdigit():
+            events.append(("close", int(piece[:-1])))
+            continue
+        if not piece:
+            raise ValueError(f"empty part in coreference annotation {value!r}")
+        position = 0
+        for match in _COREF_PIECE_RE.finditer(piece):
+            if match.start() != position:
+                break
+            position = match.end()
+            single, opening, closing = match.groups()
+            if single is not None:
+                events.append(("single", int(single)))
+            elif opening is not None:
+                events.append(("open", int(opening)))
+            else:
+                events.append(("close", int(closing)))
+        if position != len(piece) or position == 0:
+            raise ValueError(f"unknown coreference annotation {value!r}")
+    if bracket_order == "reference":
+        rank = {"single": 0, "open": 1, "close": 2}
+        events.sort(key=lambda event: rank[event[0]])
+    elif bracket_order != "written":
+        raise ValueError(f"bracket_order must be 'written' or 'reference', not {bracket_order!r}")
+    return events
+
+
+def _coref_events(cell: str, bracket_order: str) -> list[tuple[str, int]]:
+    """``parse_coref_column`` with a fast path for the common one-bracket cells."""
+    if bracket_order == "written" and "|" not in cell:
+        if cell[0] == "(":
+            if cell[-1] == ")":
+                if cell[1:-1].isdigit():
+                    return [("single", int(cell[1:-1]))]
+            elif cell[1:].isdigit():
+                return [("open", int(cell[1:]))]
+        elif cell[-1] == ")" and cell[:-1].isdigit():
+            return [("close", int(cell[:-1]))]
+    return parse_coref_column(cell, bracket_order)
+
+
+def merge_clusters(clusters: Iterable[Cluster]) -> list[Cluster]:
+    """``minimize.py``'s merge: a cluster sharing a mention with an earlier one joins it.
+
+    The result keeps insertion order (earlier cluster's mentions first, then the
+    new ones), so ``set(cluster)`` reproduces the original's set construction.
+    A cluster that shares mentions with two different earlier clusters cannot
+    be merged this way (the original fails an assertion): ``ValueError``.
+    """
+    merged: list[Cluster] = []
+    owner: dict[Span, int] = {}  # mention -> index in merged
+    for cluster in clusters:
+        targets = [owner[mention] for mention in cluster if mention in owner]
+        if not targets:
+            index = len(merged)
+            merged.append(list(dict.fromkeys(cluster)))
+            for mention in cluster:
+                owner[mention] = index
+            continue
+        index = targets[0]
+        if any(other != index for other in targets):
+            shared = sorted(mention for mention in cluster if mention in owner)
+            raise ValueError(f"mentions {shared} belong to clusters that cannot be merged")
+        logger.warning("Merging clusters that share mentions: %s", sorted(m for m in cluster if m in owner))
+        for mention in cluster:
+            if mention not in owner:
+                merged[index].append(mention)
+                owner[mention] = index
+    return merged
+
+
+def _parse_document(
+    source: str,
+    header: str,
+    begin_line: int,
+    body: list[str],
+    min_columns: int,
+    bracket_order: str,
+    allow_cross_sentence: bool,
+    strict_mentions: bool,
+) -> ConllDocument:
+    """One document from its header and the lines between ``#begin`` and ``#end``."""
+    header = header.rstrip("\r\n")
+    name, part = parse_header(header)
+    document = ConllDocument(name=name, part=part, header=header, source=source, begin_line=begin_line)
+    doc_key = document.doc_key
+    split_lines = [line.split() for line in body]
+    is_row = np.fromiter(map(bool, split_lines), dtype=bool, count=len(split_lines))  # [num_lines]
+    rows = list(compress(split_lines, is_row))
+    if not rows:
+        raise ConllFormatError(source, begin_line, f"empty document {doc_key!r}: no token rows")
+    # Body line i is file line begin_line + 1 + i.
+    row_lines = (np.flatnonzero(is_row) + begin_line + 1).tolist()
+    if min(map(len, rows)) < min_columns:
+        row = next(i for i, columns in enumerate(rows) if len(columns) < min_columns)
+        raise ConllFormatError(
+            source, row_lines[row], f"row has {len(rows[row])} columns, at least {min_columns} expected"
+        )
+    # A sentence ends at a blank line that follows a token row.
+    sentence_break = ~is_row
+    sentence_break[1:] &= is_row[:-1]
+    sentence_break[0] = False
+    document.sentence_ids = np.cumsum(sentence_break)[is_row].tolist()
+    if min_columns > 9:
+        words, pos, speakers, cells = zip(*map(itemgetter(3, 4, 9, -1), rows), strict=True)
+        document.words, document.pos, document.speakers = list(words), list(pos), list(speakers)
+    else:
+        document.words = [c[3] if len(c) > 3 else c[0] for c in rows]
+        document.pos = [c[4] if len(c) > 4 else "-" for c in rows]
+        document.speakers = [c[9] if len(c) > 9 else "-" for c in rows]
+        cells = [c[-1] for c in rows]
+    sentence_ids = document.sentence_ids
+
+    stacks: dict[int, list[int]] = {}  # cluster id -> open start words
+    raw_clusters: dict[int, Cluster] = {}
+    seen: dict[tuple[int, Span], int] = {}  # (cluster id, span) -> row
+    for word, cell in enumerate(cells):
+        if cell == "-":
+            continue
+        try:
+            events = _coref_events(cell, bracket_order)
+        except ValueError as error:
+            raise ConllFormatError(source, row_lines[word], str(error)) from None
+        for kind, cluster_id in events:
+            if kind == "open":
+                stacks.setdefault(cluster_id, []).append(word)
+                continue
+            if kind == "single":
+                start = word
+            else:
+                stack = stacks.get(cluster_id)
+                if not stack:
+                    raise ConllFormatError(
+                        source,
+                        row_lines[word],
+                        f"unbalanced coreference brackets: '{cluster_id})' closes a mention of cluster "
+                        f"{cluster_id} that was never opened",
+                    )
+                start = stack.pop()
+                if not allow_cross_sentence and sentence_ids[start] != sentence_ids[word]:
+                    raise ConllFormatError(
+                        source,
+                        row_lines[start],
+                        f"unbalanced coreference brackets: '({cluster_id}' opened here is not closed by the end "
+                        f"of its sentence (it closes on line {row_lines[word]})",
+                    )
+            span = (start, word)
+            if strict_mentions:
+                previous = seen.get((cluster_id, span))
+                if previous is not None:
+                    raise ConllFormatError(
+                        source,
+                        row_lines[word],
+                        f"repeated mention: words {start}-{word} of document {doc_key!r} are annotated twice "
+                        f"in cluster {cluster_id} (first on line {row_lines[previous]})",
+                    )
+                seen[(cluster_id, span)] = word
+            raw_clusters.setdefault(cluster_id, []).append(span)
+    for cluster_id, stack in stacks.items():
+        if stack:
+            where = "by the end of its sentence" if not allow_cross_sentence else "by '#end document'"
+            raise ConllFormatError(
+                source,
+                row_lines[stack[-1]],
+                f"unbalanced coreference brackets: '({cluster_id}' opened here is not closed {where}",
+            )
+    if not strict_mentions:
+        document.clusters = list(raw_clusters.values())
+        return document
+    try:
+        document.clusters = merge_clusters(raw_clusters.values())
+    except ValueError as error:
+        raise ConllFormatError(source, begin_line, f"document {doc_key!r}: {error}") from None
+    return document
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many small lists.
+
+    Reading a corpus allocates millions of short-lived lists that form no
+    cycles; the collector's repeated passes over them cost a third of the time.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def parse_conll_lines(
+    lines: Iterable[str],
+    source: str = "<string>",
+    *,
+    min_columns: int = 12,
+    skip_bad_documents: bool = False,
+    bracket_order: str = "written",
+    allow_cross_sentence: bool = False,
+    strict_mentions: bool = True,
+    errors: list[ConllFormatError] | None = None,
+) -> list[ConllDocument]:
+    """Parse CoNLL-2012 lines into documents.
+
+    With ``skip_bad_documents`` a document with an error is reported (logged and
+    appended to ``errors``) and left out; every other document is unchanged.
+    ``strict_mentions=False`` (for scoring) keeps clusters as annotated: no
+    merging of clusters that share a mention and no error on repeated mentions.
+    ``bracket_order="reference"`` reads brackets as the reference scorer does.
+    """
+    with paused_gc():
+        return _parse_conll_lines(
+            lines if isinstance(lines, list) else list(lines),
+            source,
+            min_columns,
+            skip_bad_documents,
+            bracket_order,
+            allow_cross_sentence,
+            strict_mentions,
+            errors,
+        )
+
+
+def _parse_conll_lines(
+    lines: list[str],
+    source: str,
+    min_columns: int,
+    skip_bad_documents: bool,
+    bracket_order: str,
+    allow_cross_sentence: bool,
+    strict_mentions: bool,
+    errors: list[ConllFormatError] | None,
+) -> list[ConllDocument]:
+    documents: list[ConllDocument] = []
+
+    def fail(error: ConllFormatError) -> None:
+        if not skip_bad_documents:
+            raise error
+        logger.warning("Skipping bad document: %s", error)
+        if errors is not None:
+            errors.append(error)
+
+    begin: int | None = None  # index of the open document's header line
+    outside_start = 0  # first line index after the last closed document
+    for index in [i for i, line in enumerate(lines) if line[:1] == "#"]:
+        line = lines[index] = lines[index].rstrip("\r\n")
+        if _BEGIN_ANY_RE.match(line):
+            if begin is not None:
+                fail(
+                    ConllFormatError(
+                        source,
+                        begin + 1,
+                        f"document {_key_of(lines[begin])!r} has no '#end document' before the next "
+                        f"'#begin document' on line {index + 1}",
+                    )
+                )
+            else:
+                _check_outside(lines, outside_start, index, source, fail)
+            begin = index
+        elif _END_RE.match(line):
+            if begin is None:
+                fail(ConllFormatError(source, index + 1, "'#end document' without '#begin document'"))
+                outside_start = index + 1
+                continue
+            try:
+                documents.append(
+                    _parse_document(
+                        source,
+                        lines[begin],
+                        begin + 1,
+                        lines[begin + 1 : index],
+                        min_columns,
+                        bracket_order,
+                        allow_cross_sentence,
+                        strict_mentions,
+                    )
+                )
+            except ConllFormatError as error:
+                fail(error)
+            begin = None
+            outside_start = index + 1
+    if begin is not None:
+        fail(
+            ConllFormatError(
+                source,
+                begin + 1,
+                f"document {_key_of(lines[begin])!r} has no '#end document' (file ends at line {len(lines)})",
+            )
+        )
+    else:
+        _check_outside(lines, outside_start, len(lines), source, fail)
+    return documents
+
+
+def _key_of(header: str) -> str:
+    name, part = parse_header(header)
+    return name if part is None else f"{name}_{part}"
+
+
+def _check_outside(lines: list[str], start: int, stop: int, source: str, fail) -> None:
+    """Report a token row found between documents."""
+    for index in range(start, stop):
+        if lines[index].strip() and not lines[index].startswith("#"):
+            fail(ConllFormatError(source, index + 1, "token row outside a '#begin document' ... '#end document' block"))
+            return
+
+
+def read_conll(
+    path: str | Path,
+    *,
+    min_columns: int = 12,
+    skip_bad_documents: bool = False,
+    bracket_order: str = "written",
+    allow_cross_sentence: bool = False,
+    strict_mentions: bool = True,
+    errors: list[ConllFormatError] | None = None,
+) -> list[ConllDocument]:
+    """Read every document (part) of a CoNLL-2012 file."""
+    path = Path(path)
+    with path.open(encoding="utf-8") as handle:
+        return parse_conll_lines(
+            handle.read().splitlines(),
+            str(path),
+            min_columns=min_columns,
+            skip_bad_documents=skip_bad_documents,
+            bracket_order=bracket_order,
+            allow_cross_sentence=allow_cross_sentence,
+            strict_mentions=strict_mentions,
+            errors=errors,
+        )
+
+
+def format_coref_cells(clusters: Sequence[Sequence[Span]], num_words: int) -> list[str]:
+    """The coreference column for each word of a document, as ``minimize.py`` writes it.
+
+    Per word: closings (innermost first), one-word mentions, then openings
+    (outermost first); duplicate spans are dropped (first cluster wins) with a
+    warning, so the reference scorer never sees a repeated mention.
+    """
+    closings: dict[int, list[tuple[int, int]]] = {}
+    singles: dict[int, list[int]] = {}
+    openings: dict[int, list[tuple[int, int]]] = {}
+    seen: set[Span] = set()
+    for cluster_id, cluster in enumerate(clusters):
+        for start, end in cluster:
+            start, end = int(start), int(end)
+            if not 0 <= start <= end < num_words:
+                raise ValueError(f"mention {[start, end]} is outside the document's {num_words} words")
+            if (start, end) in seen:
+                logger.warning("Dropping duplicate mention %s (cluster %d)", [start, end], cluster_id)
+                continue
+            seen.add((start, end))
+            if start == end:
+                singles.setdefault(start, []).append(cluster_id)
+            else:
+                openings.setdefault(start, []).append((end, cluster_id))
+                closings.setdefault(end, []).append((start, cluster_id))
+    cells = []
+    for word in range(num_words):
+        parts = [f"{cid})" for _, cid in sorted(closings.get(word, ()), reverse=True)]
+        parts += [f"({cid})" for cid in singles.get(word, ())]
+        parts += [f"({cid}" for _, cid in sorted(openings.get(word, ()), reverse=True)]
+        cells.append("|".join(parts) if parts else "-")
+    return cells
+
+
+def write_conll_response(
+    gold_path: str | Path,
+    clusters_by_doc: Mapping[str, Sequence[Sequence[Span]]],
+    output_path: str | Path,
+) -> None:
+    """Write predicted word-level clusters into a copy of a gold file's layout.
+
+    Token rows are tab-separated with the last column replaced; ``#begin`` /
+    ``#end`` lines are copied byte for byte. ``clusters_by_doc`` is keyed by
+    ``doc_key``; every gold document needs an entry and no other key may appear.
+    The file is written to a temporary name and renamed.
+    """
+    gold_path, output_path = Path(gold_path), Path(output_path)
+    documents = read_conll(gold_path, min_columns=1, allow_cross_sentence=True)
+    known = {document.doc_key for document in documents}
+    unknown = sorted(set(clusters_by_doc) - known)
+    if unknown:
+        raise KeyError(f"predictions for documents not in {gold_path}: {unknown[:5]}")
+    cells_by_doc = {}
+    for document in documents:
+        if document.doc_key not in clusters_by_doc:
+            raise KeyError(f"no predicted clusters for document {document.doc_key!r} of {gold_path}")
+        try:
+            cells_by_doc[document.doc_key] = format_coref_cells(clusters_by_doc[document.doc_key], len(document.words))
+        except ValueError as error:
+            raise ValueError(f"document {document.doc_key!r}: {error}") from None
+
+    output_lines = []
+    cells: list[str] = []
+    word_index = 0
+    with gold_path.open(encoding="utf-8") as handle:
+        for raw_line in handle:
+            line = raw_line.rstrip("\r\n")
+            if line.startswith("#") and _BEGIN_ANY_RE.match(line):
+                name, part = parse_header(line)
+                cells = cells_by_doc[name if part is None else f"{name}_{part}"]
+                word_index = 0
+                output_lines.append(raw_line)
+                continue
+            if line.startswith("#"):
+                output_lines.append(raw_line)
+                continue
+            columns = line.split()
+            if not columns:
+                output_lines.append("\n")
+                continue
+            columns[-1] = cells[word_index]
+            word_index += 1
+            output_lines.append("\t".join(columns) + "\n")
+    atomic_write_text(output_path, "".join(output_lines))
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, then rename it into place."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.replace(path)
+
+
+def document_stats(documents: Sequence[ConllDocument]) -> dict[str, object]:
+    """Corpus counts: documents, sentences, words, mentions, entities, singletons, longest document."""
+    longest = max(documents, key=lambda document: len(document.words), default=None)
+    return {
+        "documents": len(documents),
+        "sentences": sum(document.num_sentences for document in documents),
+        "words": sum(len(document.words) for document in documents),
+        "mentions": sum(len(cluster) for document in documents for cluster in document.clusters),
+        "entities": sum(len(document.clusters) for document in documents),
+        "singletons": sum(1 for document in documents for cluster in document.clusters if len(cluster) == 1),
+        "longest_document": longest.doc_key if longest else None,
+        "longest_document_words": len(longest.words) if longest else 0,
+    }

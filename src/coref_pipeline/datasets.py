@@ -1,0 +1,73 @@
+"""Kedro datasets for the project's file formats (CoNLL-2012 text and jsonlines)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from kedro.io import AbstractDataset, DatasetError
+
+from coref_pipeline.conll import atomic_write_text
+
+
+@dataclass(frozen=True)
+class ConllFile:
+    """The text of a CoNLL-2012 file and the path it came from (for error messages)."""
+
+    path: str
+    text: str
+
+
+class ConllFileDataset(AbstractDataset[None, ConllFile]):
+    """Loads a CoNLL-2012 file as a :class:`ConllFile`; parsing is left to the nodes."""
+
+    def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:
+        self._filepath = PurePosixPath(filepath)
+        self.metadata = metadata
+
+    def load(self) -> ConllFile:
+        path = Path(self._filepath)
+        if not path.is_file():
+            raise DatasetError(f"CoNLL-2012 file not found: {path}")
+        return ConllFile(path=str(path), text=path.read_text(encoding="utf-8"))
+
+    def save(self, data: None) -> None:
+        raise DatasetError(f"{self.__class__.__name__} is read-only ({self._filepath})")
+
+    def _exists(self) -> bool:
+        return Path(self._filepath).is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath)}
+
+
+class JsonLinesDataset(AbstractDataset[list, list]):
+    """A list of JSON objects, one per line; written atomically (temporary file, then rename)."""
+
+    def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:
+        self._filepath = PurePosixPath(filepath)
+        self.metadata = metadata
+
+    def load(self) -> list[dict[str, Any]]:
+        path = Path(self._filepath)
+        records = []
+        with path.open(encoding="utf-8") as handle:
+            for line_number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as error:
+                    raise DatasetError(f"{path}:{line_number}: not valid JSON: {error}") from None
+        return records
+
+    def save(self, data: list[dict[str, Any]]) -> None:
+        atomic_write_text(Path(self._filepath), "".join(json.dumps(record) + "\n" for record in data))
+
+    def _exists(self) -> bool:
+        return Path(self._filepath).is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath)}

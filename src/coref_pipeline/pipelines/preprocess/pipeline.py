@@ -1,0 +1,21 @@
+"""The ``preprocess`` pipeline: raw CoNLL-2012 files -> word-level Parquet, per split."""
+
+from kedro.pipeline import Node, Pipeline
+
+from .nodes import preprocess_conll
+
+SPLITS = ("train", "dev", "test")
+
+
+def create_pipeline(**kwargs) -> Pipeline:
+    return Pipeline(
+        [
+            Node(
+                preprocess_conll,
+                inputs=[f"raw_{split}", "params:preprocess"],
+                outputs=f"word_documents_{split}",
+                name=f"preprocess_{split}",
+            )
+            for split in SPLITS
+        ]
+    )

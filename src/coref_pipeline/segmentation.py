@@ -1,0 +1,257 @@
+"""Words -> subword segments and maps, in Joshi et al.'s "jsonlines" format.
+
+Reproduces ``minimize.py`` of the original BERT coreference code exactly:
+
+* segments are ``[CLS] + subtokens + [SEP]``, at most ``max_segment_len`` long,
+  filled greedily with whole sentences; a sentence longer than a segment is
+  split at a word boundary; if a single word does not fit, it is an error;
+* ``subtoken_map``: each subtoken's word index; ``[CLS]`` carries the previous
+  segment's last word index (0 in the first segment), ``[SEP]`` its own
+  segment's last word index;
+* ``sentence_map``: each subtoken's sentence index; ``[CLS]`` the current
+  sentence, a ``[SEP]`` that closes a sentence already the next one's index;
+* ``speakers``: ``[SPL]`` on ``[CLS]``/``[SEP]``, the word's speaker otherwise;
+* ``clusters``: inclusive subtoken spans in the flattened document, counting
+  ``[CLS]``/``[SEP]``, each cluster listed as ``list(set(spans))`` as the
+  original does;
+* ``pronouns``: flattened indices of the first subtoken of words tagged PRP.
+
+One deliberate difference: a word that the tokenizer turns into no subtokens
+at all becomes the tokenizer's unknown token, so every word keeps a subtoken.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import chain
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+SPEAKER_PLACEHOLDER = "[SPL]"
+
+
+class SegmentationError(ValueError):
+    """A document that cannot be split into segments of the requested length."""
+
+
+@dataclass(frozen=True)
+class SpecialTokens:
+    """The tokenizer's special tokens used in segments."""
+
+    cls: str = "[CLS]"
+    sep: str = "[SEP]"
+    unk: str = "[UNK]"
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer: Any) -> SpecialTokens:
+        return cls(cls=tokenizer.cls_token, sep=tokenizer.sep_token, unk=tokenizer.unk_token)
+
+
+@dataclass
+class TokenizedDocument:
+    """A document's subtokens and the index of the word each subtoken belongs to."""
+
+    subtokens: list[str]
+    word_index: np.ndarray  # [num_subtokens] int64, non-decreasing, every word present
+
+
+def load_tokenizer(name_or_path: str) -> Any:
+    """An HF fast tokenizer from a hub id or a local directory."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(name_or_path, use_fast=True)
+    if not getattr(tokenizer, "is_fast", False):
+        raise TypeError(f"{name_or_path!r} has no fast tokenizer; word alignment needs one")
+    return tokenizer
+
+
+def tokenize_documents(
+    word_lists: Sequence[Sequence[str]], tokenizer: Any, chunk_size: int = 4096
+) -> list[TokenizedDocument]:
+    """Subword-tokenize pre-split documents, aligning subtokens to words with ``word_ids``.
+
+    Each distinct word is tokenized once, in batched calls of ``chunk_size``
+    words given as pre-split sequences (``is_split_into_words``), which is what
+    tokenizing each word on its own gives (``minimize.py``). A word with no
+    subtokens becomes the tokenizer's unknown token.
+    """
+    if not word_lists:
+        return []
+    word_ids: dict[str, int] = {}
+    for words in word_lists:
+        for word in words:
+            if word not in word_ids:
+                word_ids[word] = len(word_ids)
+    distinct = list(word_ids)
+    pieces: list[list[str]] = [[] for _ in distinct]
+    chunks = [distinct[i : i + chunk_size] for i in range(0, len(distinct), chunk_size)]
+    batch = tokenizer(
+        chunks,
+        is_split_into_words=True,
+        add_special_tokens=False,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+        verbose=False,
+    )
+    for chunk_index, encoding in enumerate(batch.encodings):
+        offset = chunk_index * chunk_size
+        for token, word in zip(encoding.tokens, encoding.word_ids, strict=True):
+            pieces[offset + word].append(token)
+    for word, word_pieces in zip(distinct, pieces, strict=True):
+        if not word_pieces:
+            logger.warning("Word %r has no subtokens; using %s", word, tokenizer.unk_token)
+            word_pieces.append(tokenizer.unk_token)
+    piece_counts = np.fromiter((len(word_pieces) for word_pieces in pieces), dtype=np.int64, count=len(pieces))
+
+    tokenized = []
+    for words in word_lists:
+        ids = np.fromiter((word_ids[word] for word in words), dtype=np.int64, count=len(words))  # [num_words]
+        subtokens = list(chain.from_iterable(pieces[i] for i in ids.tolist()))
+        word_index = np.repeat(np.arange(len(words), dtype=np.int64), piece_counts[ids])  # [num_subtokens]
+        tokenized.append(TokenizedDocument(subtokens=subtokens, word_index=word_index))
+    return tokenized
+
+
+def split_into_segments(
+    sentence_end: np.ndarray, token_end: np.ndarray, max_segment_len: int, doc_key: str = "?"
+) -> list[tuple[int, int]]:
+    """Greedy segment boundaries ``(first, last)`` over subtokens, as ``minimize.py``.
+
+    Each segment ends on a sentence end if one fits, else on a word end.
+    """
+    if max_segment_len < 3:
+        raise SegmentationError(f"max_segment_len must be at least 3, got {max_segment_len}")
+    num_subtokens = len(sentence_end)
+    sentence_ends = np.flatnonzero(sentence_end).tolist()
+    word_ends = np.flatnonzero(token_end).tolist()
+    bounds = []
+    current = 0
+    while current < num_subtokens:
+        limit = min(current + max_segment_len - 3, num_subtokens - 1)
+        end = _last_at_most(sentence_ends, limit)
+        if end < current:
+            end = _last_at_most(word_ends, limit)
+            if end < current:
+                raise SegmentationError(
+                    f"document {doc_key!r}: cannot split at subtoken {current}: the word there has more than "
+                    f"{max_segment_len - 2} subtokens, so it does not fit a segment of {max_segment_len}"
+                )
+        bounds.append((current, end))
+        current = end + 1
+    return bounds
+
+
+def _last_at_most(sorted_positions: list[int], limit: int) -> int:
+    index = bisect.bisect_right(sorted_positions, limit)
+    return sorted_positions[index - 1] if index else -1
+
+
+def segment_document(
+    doc_key: str,
+    tokenized: TokenizedDocument,
+    sentence_ids: Sequence[int],
+    speakers: Sequence[str],
+    pos: Sequence[str],
+    clusters: Sequence[Sequence[Sequence[int]]],
+    max_segment_len: int,
+    special: SpecialTokens = SpecialTokens(),
+    words: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """One document in Joshi et al.'s jsonlines format (a JSON-ready dict).
+
+    ``clusters`` are word-level inclusive spans; ``words`` (optional) are added
+    as the ``tokens`` field.
+    """
+    subtokens = tokenized.subtokens
+    word_index = tokenized.word_index  # [num_subtokens]
+    num_subtokens = len(subtokens)
+    sentence_of_word = np.asarray(sentence_ids, dtype=np.int64)  # [num_words]
+    token_end = np.ones(num_subtokens, dtype=bool)  # last subtoken of its word
+    token_end[:-1] = word_index[1:] != word_index[:-1]
+    sentence_of_token = sentence_of_word[word_index]  # [num_subtokens]
+    sentence_end = token_end.copy()  # last subtoken of its sentence
+    sentence_end[:-1] &= sentence_of_token[1:] != sentence_of_token[:-1]
+
+    bounds = split_into_segments(sentence_end, token_end, max_segment_len, doc_key)
+    num_segments = len(bounds)
+    # Position of each subtoken in the flattened document, counting [CLS]/[SEP].
+    segment_of_token = np.repeat(np.arange(num_segments), [last - first + 1 for first, last in bounds])
+    flat_position = np.arange(num_subtokens) + 2 * segment_of_token + 1  # [num_subtokens]
+
+    word_list = word_index.tolist()
+    sentence_list = sentence_of_token.tolist()
+    sentence_end_list = sentence_end.tolist()
+    segments, subtoken_map, sentence_map, segment_speakers = [], [], [], []
+    previous_word = 0
+    for first, last in bounds:
+        segments.append([special.cls, *subtokens[first : last + 1], special.sep])
+        words_here = word_list[first : last + 1]
+        subtoken_map.append(previous_word)
+        subtoken_map.extend(words_here)
+        subtoken_map.append(words_here[-1])
+        previous_word = words_here[-1]
+        sentence_map.append(sentence_list[first])
+        sentence_map.extend(sentence_list[first : last + 1])
+        sentence_map.append(sentence_list[last] + int(sentence_end_list[last]))
+        segment_speakers.append([SPEAKER_PLACEHOLDER, *[speakers[w] for w in words_here], SPEAKER_PLACEHOLDER])
+
+    token_start = np.ones(num_subtokens, dtype=bool)  # first subtoken of its word
+    token_start[1:] = token_end[:-1]
+    first_subtoken = np.empty(len(sentence_of_word), dtype=np.int64)  # [num_words]
+    last_subtoken = np.empty(len(sentence_of_word), dtype=np.int64)  # [num_words]
+    first_subtoken[word_index[token_start]] = flat_position[token_start]
+    last_subtoken[word_index[token_end]] = flat_position[token_end]
+    first_list, last_list = first_subtoken.tolist(), last_subtoken.tolist()
+
+    subtoken_clusters = []
+    for cluster in clusters:
+        spans = [(first_list[int(start)], last_list[int(end)]) for start, end in cluster]
+        # minimize.py stores each cluster as a set of tuples, then lists it.
+        subtoken_clusters.append([list(span) for span in set(spans)])
+    pronouns = [first_list[w] for w, tag in enumerate(pos) if tag == "PRP"]
+
+    document: dict[str, Any] = {
+        "doc_key": doc_key,
+        "sentences": segments,
+        "speakers": segment_speakers,
+        "constituents": [],
+        "ner": [],
+        "clusters": subtoken_clusters,
+        "sentence_map": sentence_map,
+        "subtoken_map": subtoken_map,
+        "pronouns": pronouns,
+    }
+    if words is not None:
+        document["tokens"] = list(words)
+    return document
+
+
+def flatten(nested: Sequence[Sequence[Any]]) -> list[Any]:
+    """Concatenate a list of lists."""
+    return [item for inner in nested for item in inner]
+
+
+def check_document(document: dict[str, Any], max_segment_len: int) -> None:
+    """Raise ``AssertionError`` if a jsonlines document breaks the format's invariants."""
+    doc_key = document["doc_key"]
+    flat = flatten(document["sentences"])
+    num = len(flat)
+    assert (
+        num == len(flatten(document["speakers"])) == len(document["subtoken_map"]) == len(document["sentence_map"])
+    ), f"{doc_key}: field lengths differ"
+    assert all(len(segment) <= max_segment_len for segment in document["sentences"]), f"{doc_key}: segment too long"
+    special, offset = set(), 0
+    for segment in document["sentences"]:
+        special.update((offset, offset + len(segment) - 1))
+        offset += len(segment)
+    sentence_map = document["sentence_map"]
+    for cluster in document["clusters"]:
+        for start, end in cluster:
+            assert start not in special and end not in special, f"{doc_key}: mention {start, end} on [CLS]/[SEP]"
+            assert sentence_map[start] == sentence_map[end], f"{doc_key}: mention {start, end} crosses sentences"

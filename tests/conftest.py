@@ -1,0 +1,27 @@
+"""Shared fixtures: the project's paths, the shared corpora, the embedded tokenizer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .paths import SHARED_DIR
+
+
+@pytest.fixture(scope="session")
+def litbank_dir() -> Path:
+    """``../shared/corpora/litbank``; tests using it skip when it is absent."""
+    path = SHARED_DIR / "corpora" / "litbank"
+    if not (path / "train.conll").is_file():
+        pytest.skip(f"shared LitBank corpus not found at {path} (../shared beside the project)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def minilm_tokenizer():
+    """The packaged MiniLM's fast tokenizer (uncased WordPiece), loaded offline."""
+    from coref_pipeline.encoders import resolve_encoder
+    from coref_pipeline.segmentation import load_tokenizer
+
+    return load_tokenizer(resolve_encoder("embedded:minilm"))

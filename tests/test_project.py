@@ -1,0 +1,63 @@
+"""The Kedro project as a user runs it: `kedro run` in a copy of the repository."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from coref_pipeline.segmentation import check_document
+
+from .paths import PROJECT_ROOT
+
+
+@pytest.fixture(scope="module")
+def project_copy(tmp_path_factory) -> Path:
+    """The repository's configuration and embedded data in a fresh folder."""
+    root = tmp_path_factory.mktemp("project")
+    for name in ("pyproject.toml", ".telemetry"):
+        shutil.copy(PROJECT_ROOT / name, root / name)
+    shutil.copytree(PROJECT_ROOT / "conf" / "base", root / "conf" / "base")
+    (root / "conf" / "local").mkdir()
+    shutil.copytree(PROJECT_ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(PROJECT_ROOT / "data" / "01_raw", root / "data" / "01_raw")
+    return root
+
+
+def kedro(root: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "kedro", *args]
+    result = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return result
+
+
+def test_preprocess_and_segment_write_every_split_and_length(project_copy):
+    kedro(project_copy, "run", "--pipelines=preprocess,segment")
+    for split in ("train", "dev", "test"):
+        assert (project_copy / "data" / "02_intermediate" / f"{split}.word_documents.parquet").is_file()
+        for length in (128, 256, 384, 512):
+            path = project_copy / "data" / "03_primary" / "jsonlines" / f"{split}.english.{length}.jsonlines"
+            documents = [json.loads(line) for line in path.read_text().splitlines()]
+            assert documents, path
+            for document in documents:
+                check_document(document, length)
+
+
+def test_runtime_params_keep_sibling_keys(project_copy):
+    """merge_strategy soft: overriding one key leaves the others of `segment` in place."""
+    kedro(project_copy, "run", "--pipelines=segment", "--params", "segment.language=xx")
+    names = sorted(p.name for p in (project_copy / "data" / "03_primary" / "jsonlines").iterdir())
+    # PartitionedDataset overwrites: only the new names remain, all lengths present.
+    assert names == sorted(f"{s}.xx.{n}.jsonlines" for s in ("dev", "test", "train") for n in (128, 256, 384, 512))
+
+
+def test_settings_and_telemetry():
+    from coref_pipeline import settings
+
+    assert settings.CONFIG_LOADER_ARGS["merge_strategy"] == {"parameters": "soft"}
+    assert yaml.safe_load((PROJECT_ROOT / ".telemetry").read_text()) == {"consent": False}

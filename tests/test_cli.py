@@ -69,3 +69,29 @@ def test_conll_stats_json_and_errors(tmp_path, capsys):
     assert stats["mentions"] == 4 and stats["sentences"] == 2
     assert run(["conll-stats", str(tmp_path / "missing.conll")]) == 2
     assert "missing.conll" in capsys.readouterr().err
+
+
+def test_predict_writes_clusters_and_a_conll_response(tmp_path):
+    from coref_pipeline.conll import read_conll
+    from coref_pipeline.models.baseline import BaselineCorefModel
+    from coref_pipeline.predict import TrainedModel
+
+    from .models.tiny import tiny_config, tiny_encoder, tiny_hf_tokenizer
+
+    # A tiny model whose vocabulary is the tiny fixture's words, lower-cased by the MiniLM tokenizer.
+    documents = tmp_path / "tiny.jsonlines"
+    assert run(["minimize", str(TINY), str(documents), "--seg-len", "16"]) == 0
+    model = BaselineCorefModel(tiny_config(max_segment_len=16), tiny_encoder())
+    TrainedModel("baseline", model, tiny_hf_tokenizer()).save(tmp_path / "model")
+    output, response = tmp_path / "out.jsonlines", tmp_path / "response.conll"
+    argv = ["predict", "--model", str(tmp_path / "model"), str(documents), str(output)]
+    assert run([*argv, "--gold-conll", str(TINY), "--response-conll", str(response)]) == 0
+    [predicted] = JsonLinesDataset(str(output)).load()
+    assert "predicted_clusters" in predicted and predicted["doc_key"] == "bc/tiny/00/tiny_0000_0"
+    [document] = read_conll(response, min_columns=1)
+    assert document.doc_key == "bc/tiny/00/tiny_0000_0" and len(document.words) == 10
+
+
+def test_predict_reports_a_missing_model(tmp_path, capsys):
+    assert run(["predict", "--model", str(tmp_path / "none"), str(TINY), str(tmp_path / "o.jsonlines")]) == 2
+    assert "not a coref-pipeline model directory" in capsys.readouterr().err

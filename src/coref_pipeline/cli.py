@@ -77,6 +77,49 @@ def _conll_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _predict(args: argparse.Namespace) -> int:
+    """Predict clusters for Joshi-format jsonlines with a trained model directory."""
+    from coref_pipeline.conll import ConllFormatError, write_conll_response
+    from coref_pipeline.datasets import JsonLinesDataset
+    from coref_pipeline.predict import DocumentTooLongError, TrainedModel, word_clusters
+
+    try:
+        model = TrainedModel.load(args.model)
+        documents = JsonLinesDataset(args.input).load()
+        predictions = model.predict_documents(documents, total=len(documents))
+    except (OSError, ValueError, KeyError, DocumentTooLongError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    JsonLinesDataset(args.output).save(predictions)
+    if args.gold_conll:
+        try:
+            write_conll_response(
+                args.gold_conll, {d["doc_key"]: word_clusters(d) for d in predictions}, args.response_conll
+            )
+        except (OSError, ConllFormatError, KeyError, ValueError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    return 0
+
+
+def _import_hocon(args: argparse.Namespace) -> int:
+    """An experiments.conf entry as a coref_train preset (YAML)."""
+    from coref_pipeline.hocon import import_experiment, preset_yaml
+    from coref_pipeline.models.config import ConfigError
+
+    try:
+        preset, left_out = import_experiment(args.conf, args.name)
+    except (OSError, KeyError, ValueError, ConfigError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    text = preset_yaml(args.name, preset, left_out, args.conf)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+    else:
+        print(text, end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     parser = argparse.ArgumentParser(prog="coref-pipeline", description=__doc__)
@@ -103,6 +146,20 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--skip-bad-documents", action="store_true", help="report and skip bad documents")
     stats.add_argument("--json", action="store_true", help="print JSON")
     stats.set_defaults(func=_conll_stats)
+
+    predict = subparsers.add_parser("predict", help="predicted clusters for jsonlines documents")
+    predict.add_argument("--model", required=True, help="a model directory (data/06_models/baseline)")
+    predict.add_argument("input", help="Joshi-format jsonlines")
+    predict.add_argument("output", help="jsonlines with predicted_clusters added")
+    predict.add_argument("--gold-conll", help="the CoNLL-2012 file the input came from (for --response-conll)")
+    predict.add_argument("--response-conll", help="write the predictions as a CoNLL-2012 response here")
+    predict.set_defaults(func=_predict)
+
+    hocon = subparsers.add_parser("import-hocon", help="an experiments.conf entry as a coref_train preset")
+    hocon.add_argument("conf", help="the original experiments.conf (HOCON)")
+    hocon.add_argument("name", help="the experiment, e.g. spanbert_large")
+    hocon.add_argument("--output", help="write the YAML here instead of printing it")
+    hocon.set_defaults(func=_import_hocon)
 
     _add_optional_commands(subparsers)
     return parser

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import compress
-from operator import itemgetter
+from operator import itemgetter, methodcaller
 from pathlib import Path
 
 import numpy as np
@@ -151,8 +151,8 @@ def parse_coref_column(value: str, bracket_order: str = "written") -> list[tuple
 
 
 def _coref_events(cell: str, bracket_order: str) -> list[tuple[str, int]]:
-    """``parse_coref_column`` with a fast path for the common one-bracket cells."""
-    if bracket_order == "written" and "|" not in cell:
+    """``parse_coref_column`` with a fast path for the common one-bracket cells (order-free)."""
+    if "|" not in cell:
         if cell[0] == "(":
             if cell[-1] == ")":
                 if cell[1:-1].isdigit():
@@ -203,12 +203,21 @@ def _parse_document(
     bracket_order: str,
     allow_cross_sentence: bool,
     strict_mentions: bool,
+    coref_only: bool = False,
 ) -> ConllDocument:
     """One document from its header and the lines between ``#begin`` and ``#end``."""
     header = header.rstrip("\r\n")
     name, part = parse_header(header)
     document = ConllDocument(name=name, part=part, header=header, source=source, begin_line=begin_line)
     doc_key = document.doc_key
+    if coref_only:
+        # Scoring needs the last column only: split each row once from the right.
+        row_index = list(compress(range(len(body)), map(str.strip, body)))  # non-blank lines
+        if not row_index:
+            raise ConllFormatError(source, begin_line, f"empty document {doc_key!r}: no token rows")
+        row_lines = [begin_line + 1 + i for i in row_index]
+        cells = list(map(itemgetter(-1), map(methodcaller("rsplit", None, 1), map(body.__getitem__, row_index))))
+        return _read_mentions(document, cells, row_lines, [], bracket_order, True, strict_mentions, source, begin_line)
     split_lines = [line.split() for line in body]
     is_row = np.fromiter(map(bool, split_lines), dtype=bool, count=len(split_lines))  # [num_lines]
     rows = list(compress(split_lines, is_row))
@@ -235,18 +244,44 @@ def _parse_document(
         document.speakers = [c[9] if len(c) > 9 else "-" for c in rows]
         cells = [c[-1] for c in rows]
     sentence_ids = document.sentence_ids
+    return _read_mentions(
+        document,
+        cells,
+        row_lines,
+        sentence_ids,
+        bracket_order,
+        allow_cross_sentence,
+        strict_mentions,
+        source,
+        begin_line,
+    )
 
+
+def _read_mentions(
+    document: ConllDocument,
+    cells: Sequence[str],
+    row_lines: list[int],
+    sentence_ids: list[int],
+    bracket_order: str,
+    allow_cross_sentence: bool,
+    strict_mentions: bool,
+    source: str,
+    begin_line: int,
+) -> ConllDocument:
+    """Fill ``document.clusters`` from the coreference cells of its rows."""
+    doc_key = document.doc_key
     stacks: dict[int, list[int]] = {}  # cluster id -> open start words
     raw_clusters: dict[int, Cluster] = {}
+    first_seen: dict[int, None] = {}  # cluster ids in the order their first bracket is read
     seen: dict[tuple[int, Span], int] = {}  # (cluster id, span) -> row
-    for word, cell in enumerate(cells):
-        if cell == "-":
-            continue
+    for word in compress(range(len(cells)), map("-".__ne__, cells)):
+        cell = cells[word]
         try:
             events = _coref_events(cell, bracket_order)
         except ValueError as error:
             raise ConllFormatError(source, row_lines[word], str(error)) from None
         for kind, cluster_id in events:
+            first_seen.setdefault(cluster_id)
             if kind == "open":
                 stacks.setdefault(cluster_id, []).append(word)
                 continue
@@ -290,7 +325,8 @@ def _parse_document(
                 f"unbalanced coreference brackets: '({cluster_id}' opened here is not closed {where}",
             )
     if not strict_mentions:
-        document.clusters = list(raw_clusters.values())
+        # As the reference scorer numbers entities: by the first bracket read.
+        document.clusters = [raw_clusters[cluster_id] for cluster_id in first_seen if cluster_id in raw_clusters]
         return document
     try:
         document.clusters = merge_clusters(raw_clusters.values())
@@ -324,6 +360,7 @@ def parse_conll_lines(
     bracket_order: str = "written",
     allow_cross_sentence: bool = False,
     strict_mentions: bool = True,
+    coref_only: bool = False,
     errors: list[ConllFormatError] | None = None,
 ) -> list[ConllDocument]:
     """Parse CoNLL-2012 lines into documents.
@@ -331,8 +368,12 @@ def parse_conll_lines(
     With ``skip_bad_documents`` a document with an error is reported (logged and
     appended to ``errors``) and left out; every other document is unchanged.
     ``strict_mentions=False`` (for scoring) keeps clusters as annotated: no
-    merging of clusters that share a mention and no error on repeated mentions.
+    merging of clusters that share a mention, no error on repeated mentions,
+    clusters listed in the order of their first bracket (as the reference
+    scorer numbers entities; with ``strict_mentions`` they follow ``minimize.py``).
     ``bracket_order="reference"`` reads brackets as the reference scorer does.
+    ``coref_only`` reads the coreference column and nothing else (no words,
+    sentences, speakers; for scoring; implies ``allow_cross_sentence``).
     """
     with paused_gc():
         return _parse_conll_lines(
@@ -343,6 +384,7 @@ def parse_conll_lines(
             bracket_order,
             allow_cross_sentence,
             strict_mentions,
+            coref_only,
             errors,
         )
 
@@ -355,6 +397,7 @@ def _parse_conll_lines(
     bracket_order: str,
     allow_cross_sentence: bool,
     strict_mentions: bool,
+    coref_only: bool,
     errors: list[ConllFormatError] | None,
 ) -> list[ConllDocument]:
     documents: list[ConllDocument] = []
@@ -368,7 +411,7 @@ def _parse_conll_lines(
 
     begin: int | None = None  # index of the open document's header line
     outside_start = 0  # first line index after the last closed document
-    for index in [i for i, line in enumerate(lines) if line[:1] == "#"]:
+    for index in list(compress(range(len(lines)), map(methodcaller("startswith", "#"), lines))):
         line = lines[index] = lines[index].rstrip("\r\n")
         if _BEGIN_ANY_RE.match(line):
             if begin is not None:
@@ -399,6 +442,7 @@ def _parse_conll_lines(
                         bracket_order,
                         allow_cross_sentence,
                         strict_mentions,
+                        coref_only,
                     )
                 )
             except ConllFormatError as error:
@@ -439,9 +483,10 @@ def read_conll(
     bracket_order: str = "written",
     allow_cross_sentence: bool = False,
     strict_mentions: bool = True,
+    coref_only: bool = False,
     errors: list[ConllFormatError] | None = None,
 ) -> list[ConllDocument]:
-    """Read every document (part) of a CoNLL-2012 file."""
+    """Read every document (part) of a CoNLL-2012 file (arguments as ``parse_conll_lines``)."""
     path = Path(path)
     with path.open(encoding="utf-8") as handle:
         return parse_conll_lines(
@@ -452,6 +497,7 @@ def read_conll(
             bracket_order=bracket_order,
             allow_cross_sentence=allow_cross_sentence,
             strict_mentions=strict_mentions,
+            coref_only=coref_only,
             errors=errors,
         )
 
@@ -495,23 +541,36 @@ def write_conll_response(
     clusters_by_doc: Mapping[str, Sequence[Sequence[Span]]],
     output_path: str | Path,
 ) -> None:
-    """Write predicted word-level clusters into a copy of a gold file's layout.
+    """Write predicted word-level clusters into a copy of a gold file's layout (atomically).
+
+    See :func:`format_conll_response`.
+    """
+    gold_path = Path(gold_path)
+    text = format_conll_response(gold_path.read_text(encoding="utf-8"), clusters_by_doc, str(gold_path))
+    atomic_write_text(output_path, text)
+
+
+def format_conll_response(
+    gold_text: str, clusters_by_doc: Mapping[str, Sequence[Sequence[Span]]], source: str = "<gold>"
+) -> str:
+    """Predicted word-level clusters in a copy of a gold file's layout.
 
     Token rows are tab-separated with the last column replaced; ``#begin`` /
     ``#end`` lines are copied byte for byte. ``clusters_by_doc`` is keyed by
     ``doc_key``; every gold document needs an entry and no other key may appear.
-    The file is written to a temporary name and renamed.
     """
-    gold_path, output_path = Path(gold_path), Path(output_path)
-    documents = read_conll(gold_path, min_columns=1, allow_cross_sentence=True)
+    raw_lines = gold_text.splitlines(keepends=True)
+    documents = parse_conll_lines(
+        [line.rstrip("\r\n") for line in raw_lines], source, min_columns=1, allow_cross_sentence=True
+    )
     known = {document.doc_key for document in documents}
     unknown = sorted(set(clusters_by_doc) - known)
     if unknown:
-        raise KeyError(f"predictions for documents not in {gold_path}: {unknown[:5]}")
+        raise KeyError(f"predictions for documents not in {source}: {unknown[:5]}")
     cells_by_doc = {}
     for document in documents:
         if document.doc_key not in clusters_by_doc:
-            raise KeyError(f"no predicted clusters for document {document.doc_key!r} of {gold_path}")
+            raise KeyError(f"no predicted clusters for document {document.doc_key!r} of {source}")
         try:
             cells_by_doc[document.doc_key] = format_coref_cells(clusters_by_doc[document.doc_key], len(document.words))
         except ValueError as error:
@@ -520,26 +579,24 @@ def write_conll_response(
     output_lines = []
     cells: list[str] = []
     word_index = 0
-    with gold_path.open(encoding="utf-8") as handle:
-        for raw_line in handle:
-            line = raw_line.rstrip("\r\n")
-            if line.startswith("#") and _BEGIN_ANY_RE.match(line):
-                name, part = parse_header(line)
-                cells = cells_by_doc[name if part is None else f"{name}_{part}"]
-                word_index = 0
-                output_lines.append(raw_line)
-                continue
-            if line.startswith("#"):
-                output_lines.append(raw_line)
-                continue
-            columns = line.split()
-            if not columns:
-                output_lines.append("\n")
-                continue
-            columns[-1] = cells[word_index]
-            word_index += 1
-            output_lines.append("\t".join(columns) + "\n")
-    atomic_write_text(output_path, "".join(output_lines))
+    for raw_line in raw_lines:
+        line = raw_line.rstrip("\r\n")
+        if line.startswith("#") and _BEGIN_ANY_RE.match(line):
+            cells = cells_by_doc[_key_of(line)]
+            word_index = 0
+            output_lines.append(raw_line)
+            continue
+        if line.startswith("#"):
+            output_lines.append(raw_line)
+            continue
+        columns = line.split()
+        if not columns:
+            output_lines.append("\n")
+            continue
+        columns[-1] = cells[word_index]
+        word_index += 1
+        output_lines.append("\t".join(columns) + "\n")
+    return "".join(output_lines)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

@@ -71,3 +71,25 @@ class JsonLinesDataset(AbstractDataset[list, list]):
 
     def _describe(self) -> dict[str, Any]:
         return {"filepath": str(self._filepath)}
+
+
+class CorefModelDataset(AbstractDataset):
+    """A trained model directory (safetensors weights, JSON config, tokenizer)."""
+
+    def __init__(self, path: str, metadata: dict[str, Any] | None = None) -> None:
+        self._path = PurePosixPath(path)
+        self.metadata = metadata
+
+    def load(self) -> Any:
+        from coref_pipeline.predict import TrainedModel
+
+        return TrainedModel.load(Path(self._path))
+
+    def save(self, data: Any) -> None:
+        data.save(Path(self._path))
+
+    def _exists(self) -> bool:
+        return (Path(self._path) / "coref_config.json").is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._path)}

@@ -1,0 +1,57 @@
+"""Coreference evaluation: the CoNLL-2012 reference scorer v8.01 metrics (plus LEA) in Python."""
+
+from coref_pipeline.evaluation.metrics import (
+    CONLL_METRICS,
+    METRIC_NAMES,
+    BlancCounts,
+    ClusterOverlap,
+    Counts,
+    b_cubed,
+    blanc,
+    ceaf_entity,
+    ceaf_mention,
+    cluster_overlap,
+    evaluate,
+    lea,
+    mention_identification,
+    muc,
+)
+from coref_pipeline.evaluation.predictions import subtoken_to_word_clusters
+from coref_pipeline.evaluation.scoring import (
+    DEFAULT_METRICS,
+    CorpusScores,
+    DocumentScores,
+    deduplicate_mentions,
+    pool,
+    read_clusters,
+    remove_singleton_clusters,
+    score_documents,
+    score_files,
+)
+
+__all__ = [
+    "CONLL_METRICS",
+    "DEFAULT_METRICS",
+    "METRIC_NAMES",
+    "BlancCounts",
+    "ClusterOverlap",
+    "CorpusScores",
+    "Counts",
+    "DocumentScores",
+    "b_cubed",
+    "blanc",
+    "ceaf_entity",
+    "ceaf_mention",
+    "cluster_overlap",
+    "deduplicate_mentions",
+    "evaluate",
+    "lea",
+    "mention_identification",
+    "muc",
+    "pool",
+    "read_clusters",
+    "remove_singleton_clusters",
+    "score_documents",
+    "score_files",
+    "subtoken_to_word_clusters",
+]

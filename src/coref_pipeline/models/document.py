@@ -1,0 +1,147 @@
+"""Jsonlines documents as tensors, and the training-time crop to a window of segments."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+SPEAKER_UNKNOWN, SPEAKER_PLACEHOLDER = 0, 1
+
+
+@dataclass
+class DocumentTensors:
+    """One document (or a crop of it) ready for the model. ``n`` = subtokens incl. [CLS]/[SEP]."""
+
+    doc_key: str
+    input_ids: torch.Tensor  # [num_segments, max_segment_len] long, 0-padded
+    attention_mask: torch.Tensor  # [num_segments, max_segment_len] long
+    speaker_ids: torch.Tensor  # [n] long
+    sentence_map: torch.Tensor  # [n] long
+    segment_of_token: torch.Tensor  # [n] long
+    word_start: torch.Tensor  # [n] bool: first subtoken of a word (never [CLS]/[SEP])
+    word_end: torch.Tensor  # [n] bool: last subtoken of a word (never [CLS]/[SEP])
+    genre: int
+    gold_starts: torch.Tensor  # [num_gold] long, sorted by (start, end)
+    gold_ends: torch.Tensor  # [num_gold] long
+    gold_cluster_ids: torch.Tensor  # [num_gold] long, 1-based
+    token_offset: int = 0  # position of this crop's first subtoken in the full document
+
+    @property
+    def num_tokens(self) -> int:
+        return int(self.sentence_map.shape[0])
+
+    @property
+    def num_segments(self) -> int:
+        return int(self.input_ids.shape[0])
+
+
+def speaker_dict(speakers: Sequence[str], max_num_speakers: int) -> dict[str, int]:
+    """The original's speaker ids: UNK 0, [SPL] 1, then each new speaker while fewer than the cap."""
+    ids = {"UNK": SPEAKER_UNKNOWN, "[SPL]": SPEAKER_PLACEHOLDER}
+    for speaker in speakers:
+        if speaker not in ids and len(ids) < max_num_speakers:
+            ids[speaker] = len(ids)
+    return ids
+
+
+def tensorize(
+    document: Mapping[str, Any],
+    tokenizer: Any,
+    max_segment_len: int,
+    genres: Sequence[str],
+    default_genre: str,
+    max_num_speakers: int,
+) -> DocumentTensors:
+    """A Joshi-format jsonlines document as tensors (speakers beyond the cap get id 3, as the original)."""
+    segments = document["sentences"]
+    flat_tokens = [token for segment in segments for token in segment]
+    num_tokens = len(flat_tokens)
+    longest = max(len(segment) for segment in segments)
+    if longest > max_segment_len:
+        raise ValueError(
+            f"document {document['doc_key']!r} has a segment of {longest} subtokens; the model takes "
+            f"{max_segment_len} (segment the corpus with this max_segment_len)"
+        )
+    input_ids = torch.zeros(len(segments), max_segment_len, dtype=torch.long)
+    attention_mask = torch.zeros(len(segments), max_segment_len, dtype=torch.long)
+    for index, segment in enumerate(segments):
+        input_ids[index, : len(segment)] = torch.tensor(tokenizer.convert_tokens_to_ids(segment), dtype=torch.long)
+        attention_mask[index, : len(segment)] = 1
+    segment_of_token = torch.repeat_interleave(
+        torch.arange(len(segments)), torch.tensor([len(segment) for segment in segments])
+    )
+
+    speakers = [speaker for segment in document["speakers"] for speaker in segment]
+    ids = speaker_dict(speakers, max_num_speakers)
+    speaker_ids = torch.tensor([ids.get(speaker, 3) for speaker in speakers], dtype=torch.long)
+
+    subtoken_map = np.asarray(document["subtoken_map"])  # [n]
+    special = np.zeros(num_tokens, dtype=bool)
+    offset = 0
+    for segment in segments:
+        special[offset] = special[offset + len(segment) - 1] = True
+        offset += len(segment)
+    word_start = ~special & np.r_[True, subtoken_map[1:] != subtoken_map[:-1]]
+    word_start |= ~special & np.r_[True, special[:-1]]
+    word_end = ~special & np.r_[subtoken_map[1:] != subtoken_map[:-1], True]
+    word_end |= ~special & np.r_[special[1:], True]
+
+    mentions = sorted({(int(s), int(e)) for cluster in document["clusters"] for s, e in cluster})
+    cluster_of = {}
+    for cluster_id, cluster in enumerate(document["clusters"], start=1):
+        for start, end in cluster:
+            cluster_of[(int(start), int(end))] = cluster_id
+    doc_key = document["doc_key"]
+    genre = doc_key[:2] if doc_key[:2] in genres else default_genre
+    return DocumentTensors(
+        doc_key=doc_key,
+        input_ids=input_ids,
+        attention_mask=attention_mask,
+        speaker_ids=speaker_ids,
+        sentence_map=torch.tensor(document["sentence_map"], dtype=torch.long),
+        segment_of_token=segment_of_token,
+        word_start=torch.from_numpy(word_start),
+        word_end=torch.from_numpy(word_end),
+        genre=list(genres).index(genre),
+        gold_starts=torch.tensor([s for s, _ in mentions], dtype=torch.long),
+        gold_ends=torch.tensor([e for _, e in mentions], dtype=torch.long),
+        gold_cluster_ids=torch.tensor([cluster_of[m] for m in mentions], dtype=torch.long),
+    )
+
+
+def crop(document: DocumentTensors, max_segments: int, first_segment: int) -> DocumentTensors:
+    """Segments ``first_segment .. first_segment + max_segments - 1``; gold mentions filtered and shifted."""
+    if document.num_segments <= max_segments:
+        return document
+    last_segment = first_segment + max_segments
+    lengths = document.attention_mask.sum(dim=1)  # [num_segments]
+    token_start = int(lengths[:first_segment].sum())
+    token_stop = token_start + int(lengths[first_segment:last_segment].sum())
+    inside = (document.gold_starts >= token_start) & (document.gold_ends < token_stop)
+    window = slice(token_start, token_stop)
+    return replace(
+        document,
+        input_ids=document.input_ids[first_segment:last_segment],
+        attention_mask=document.attention_mask[first_segment:last_segment],
+        speaker_ids=document.speaker_ids[window],
+        sentence_map=document.sentence_map[window],
+        segment_of_token=document.segment_of_token[window] - first_segment,
+        word_start=document.word_start[window],
+        word_end=document.word_end[window],
+        gold_starts=document.gold_starts[inside] - token_start,
+        gold_ends=document.gold_ends[inside] - token_start,
+        gold_cluster_ids=document.gold_cluster_ids[inside],
+        token_offset=document.token_offset + token_start,
+    )
+
+
+def random_crop(document: DocumentTensors, max_segments: int, generator: torch.Generator) -> DocumentTensors:
+    """A random window of ``max_segments`` segments, drawn from ``generator`` (re-drawn every call)."""
+    if document.num_segments <= max_segments:
+        return document
+    first = int(torch.randint(0, document.num_segments - max_segments + 1, (1,), generator=generator))
+    return crop(document, max_segments, first)

@@ -1,0 +1,44 @@
+"""The segment encoder: any HF BERT-family model, segments encoded independently."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class SegmentEncoder(nn.Module):
+    """Encodes a document's segments in batches and flattens them to its subtoken sequence."""
+
+    def __init__(self, model: nn.Module, segment_batch_size: int = 16) -> None:
+        super().__init__()
+        self.model = model
+        self.segment_batch_size = segment_batch_size
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str) -> SegmentEncoder:
+        """Weights from a hub id (needs a network or the cache) or a local folder."""
+        from transformers import AutoModel
+
+        return cls(AutoModel.from_pretrained(name_or_path))
+
+    @classmethod
+    def from_config(cls, config) -> SegmentEncoder:
+        """A randomly initialised encoder (tests, or a config saved in a model directory)."""
+        from transformers import AutoModel
+
+        return cls(AutoModel.from_config(config))
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """``[num_segments, seg_len]`` ids and mask -> ``[num_subtokens, hidden]`` (padding removed)."""
+        outputs = []
+        for first in range(0, input_ids.shape[0], self.segment_batch_size):
+            batch = slice(first, first + self.segment_batch_size)
+            mask = attention_mask[batch]  # [batch, seg_len]
+            width = int(mask.sum(dim=1).max())  # padding past the longest segment changes nothing
+            hidden = self.model(input_ids=input_ids[batch, :width], attention_mask=mask[:, :width]).last_hidden_state
+            outputs.append(hidden[mask[:, :width].bool()])  # [tokens in batch, hidden]
+        return torch.cat(outputs, dim=0)

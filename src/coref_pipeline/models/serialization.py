@@ -1,0 +1,74 @@
+"""Model directories: weights in safetensors, configuration in JSON, the tokenizer beside them.
+
+A model directory is self-contained: it loads with no network and no pickle.
+
+    model.safetensors    every weight (encoder and task)
+    coref_config.json    {"model_type": ..., "model": {...}, "format_version": 1}
+    encoder/config.json  the HF configuration of the encoder (its architecture)
+    tokenizer/           the tokenizer, as ``save_pretrained`` writes it
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+
+FORMAT_VERSION = 1
+WEIGHTS = "model.safetensors"
+CONFIG = "coref_config.json"
+
+
+def atomic_save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None) -> None:
+    """safetensors file written to a temporary name, then renamed into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    save_file({name: tensor.detach().contiguous().clone() for name, tensor in tensors.items()}, temporary, metadata)
+    os.replace(temporary, path)
+
+
+def atomic_write_json(data: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def read_model_type(directory: str | Path) -> str:
+    """``"baseline"`` or ``"incremental"``, from the directory's ``coref_config.json``."""
+    path = Path(directory) / CONFIG
+    if not path.is_file():
+        raise FileNotFoundError(f"{directory} is not a coref-pipeline model directory: {CONFIG} is missing")
+    return json.loads(path.read_text(encoding="utf-8"))["model_type"]
+
+
+def save_model_directory(
+    directory: str | Path, model: torch.nn.Module, model_type: str, model_config: dict[str, Any], tokenizer: Any
+) -> None:
+    """Write a self-contained model directory (weights last, each file atomically)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    model.encoder.model.config.save_pretrained(directory / "encoder")
+    tokenizer.save_pretrained(directory / "tokenizer")
+    atomic_write_json(
+        {"model_type": model_type, "model": model_config, "format_version": FORMAT_VERSION}, directory / CONFIG
+    )
+    atomic_save_tensors(model.state_dict(), directory / WEIGHTS, {"model_type": model_type})
+
+
+def load_model_directory(directory: str | Path) -> tuple[str, dict[str, Any], Any, dict[str, torch.Tensor], Any]:
+    """``(model_type, model_config, encoder_config, state_dict, tokenizer)`` of a model directory."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    directory = Path(directory)
+    model_type = read_model_type(directory)
+    stored = json.loads((directory / CONFIG).read_text(encoding="utf-8"))
+    if stored.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{directory}: unsupported model directory format {stored.get('format_version')!r}")
+    encoder_config = AutoConfig.from_pretrained(directory / "encoder")
+    tokenizer = AutoTokenizer.from_pretrained(directory / "tokenizer")
+    return model_type, stored["model"], encoder_config, load_file(directory / WEIGHTS), tokenizer

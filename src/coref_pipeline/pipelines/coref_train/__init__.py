@@ -1,0 +1,5 @@
+"""The ``coref_train`` pipeline."""
+
+from .pipeline import create_pipeline
+
+__all__ = ["create_pipeline"]

@@ -1,0 +1,164 @@
+"""The coarse-to-fine baseline: shapes, masks, the rearranged computations, the loss, decoding."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from coref_pipeline.models.baseline import BaselineCorefModel, Dropout, antecedent_loss, predicted_clusters
+from coref_pipeline.models.config import BaselineConfig, ConfigError
+from coref_pipeline.models.document import crop, random_crop
+from coref_pipeline.models.spans import bucket_distance
+
+from .tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
+
+
+@pytest.fixture
+def model_and_document():
+    config = tiny_config()
+    model = BaselineCorefModel(config, tiny_encoder())
+    model.eval()
+    return model, tiny_tensors(make_document(num_segments=3), config)
+
+
+def test_shapes_and_masks(model_and_document):
+    model, document = model_and_document
+    with torch.no_grad():
+        output = model(document)
+    n = document.num_tokens
+    k = min(int(n * model.config.top_span_ratio), output.candidate_starts.numel())
+    c = min(model.config.max_top_antecedents, k)
+    assert output.top_span_starts.shape == (k,)
+    assert output.top_antecedents.shape == (k, c)
+    assert output.top_antecedent_scores.shape == (k, c + 1)
+    assert torch.all(output.top_antecedent_scores[:, 0] == 0)  # the dummy
+    # An antecedent is valid exactly when it comes earlier; invalid ones score -inf.
+    earlier = output.top_antecedents < torch.arange(k).unsqueeze(1)
+    assert torch.equal(output.top_antecedent_mask, earlier)
+    assert torch.all(torch.isinf(output.top_antecedent_scores[:, 1:][~earlier]))
+    assert torch.all(torch.isfinite(output.top_antecedent_scores[:, 1:][earlier]))
+    # Kept spans sorted by (start, end), inside a sentence, none on [CLS]/[SEP] unless word-level flags say so.
+    spans = list(zip(output.top_span_starts.tolist(), output.top_span_ends.tolist(), strict=True))
+    assert spans == sorted(spans)
+    assert all(document.sentence_map[s] == document.sentence_map[e] for s, e in spans)
+    assert torch.isfinite(output.loss)
+
+
+def test_word_boundary_spans_never_touch_special_tokens():
+    config = tiny_config(word_boundary_spans=True)
+    model = BaselineCorefModel(config, tiny_encoder()).eval()
+    document = tiny_tensors(make_document(num_segments=2), config)
+    with torch.no_grad():
+        output = model(document)
+    assert document.word_start[output.candidate_starts].all() and document.word_end[output.candidate_ends].all()
+
+
+def explicit_mention_scores(model, hidden, starts, ends):
+    """Mention scores from explicit g = [h_s; h_e; width; head] through the FFNN, as the original."""
+    g = model.span_embeddings(hidden, starts, ends, model.span_width_embeddings(ends - starts))
+    scores = model.mention_scores(g).squeeze(1)
+    prior = model.width_scores(model.span_width_prior_embeddings.weight).squeeze(1)
+    return scores + prior[ends - starts]
+
+
+def test_rearranged_mention_scores_equal_the_direct_ones(model_and_document):
+    model, document = model_and_document
+    with torch.no_grad():
+        hidden = model.encoder(document.input_ids, document.attention_mask)
+        output = model(document)
+        direct = explicit_mention_scores(model, hidden, output.candidate_starts, output.candidate_ends)
+        width = model.span_width_embeddings(output.candidate_ends - output.candidate_starts)
+        fast = model.score_candidates(hidden, output.candidate_starts, output.candidate_ends, width)
+    torch.testing.assert_close(fast, direct, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(output.candidate_mention_scores, direct, rtol=1e-4, atol=1e-5)
+
+
+def test_rearranged_fine_scores_equal_the_direct_ones(model_and_document):
+    model, document = model_and_document
+    with torch.no_grad():
+        output = model(document)
+        g = output.top_span_emb
+        antecedents = output.top_antecedents
+        features = model.pair_features(
+            antecedents, output.top_span_starts, document.speaker_ids, document.segment_of_token, document.genre
+        )
+        k, c = antecedents.shape
+        pair = torch.cat(
+            [g.unsqueeze(1).expand(k, c, -1), g[antecedents], g.unsqueeze(1) * g[antecedents], features], dim=2
+        )
+        direct = model.slow_antecedent_scores(pair).squeeze(2)
+        fast = model.fine_scores(g, antecedents, features)
+    torch.testing.assert_close(fast, direct, rtol=1e-4, atol=1e-5)
+
+
+def test_loss_is_the_marginal_log_likelihood_on_a_hand_built_case():
+    # Three kept spans; span 2 has antecedents [0, 1]; span 1 has [0] (and a masked slot).
+    scores = torch.tensor([[0.0, -math.inf, -math.inf], [0.0, 1.0, -math.inf], [0.0, 2.0, 0.5]])
+    antecedents = torch.tensor([[0, 0], [0, 0], [0, 1]])
+    mask = torch.tensor([[False, False], [True, False], [True, True]])
+    span_ids = torch.tensor([7, 0, 7])  # spans 0 and 2 corefer; span 1 is not a mention
+    loss = antecedent_loss(scores, antecedents, mask, span_ids)
+    # span 0: only the dummy -> 0. span 1: dummy gold -> log(1 + e) - 0.
+    # span 2: gold antecedent 0 (score 2) -> log(1 + e^2 + e^0.5) - 2.
+    expected = math.log(1 + math.e) + math.log(1 + math.exp(2) + math.exp(0.5)) - 2
+    assert loss.item() == pytest.approx(expected, rel=1e-6)
+
+
+def test_the_dummy_is_gold_when_no_gold_antecedent_was_kept():
+    # Span 1 (cluster 5) has one kept antecedent, span 0, of another cluster (6).
+    scores = torch.tensor([[0.0, -math.inf], [0.0, 3.0]])
+    antecedents, mask = torch.tensor([[0], [0]]), torch.tensor([[False], [True]])
+    loss = antecedent_loss(scores, antecedents, mask, torch.tensor([6, 5]))
+    assert loss.item() == pytest.approx(math.log(1 + math.exp(3)), rel=1e-6)
+    # Same clusters: the antecedent is gold and the loss is -log P(antecedent).
+    loss = antecedent_loss(scores, antecedents, mask, torch.tensor([5, 5]))
+    assert loss.item() == pytest.approx(math.log(1 + math.exp(3)) - 3, rel=1e-6)
+
+
+def test_predicted_clusters_follow_links():
+    starts, ends = torch.tensor([0, 2, 5, 8]), torch.tensor([0, 3, 5, 9])
+    antecedents = torch.tensor([[0, 0], [0, 0], [1, 0], [2, 1]])
+    scores = torch.tensor(
+        [[0.0, -1, -1], [0.0, 1.0, -1], [0.0, 2.0, 1.0], [0.0, 3.0, -5.0]]  # 1->0, 2->1, 3->2
+    )
+    assert predicted_clusters(starts, ends, antecedents, scores) == [[(0, 0), (2, 3), (5, 5), (8, 9)]]
+    scores[2, 1:] = -10  # 2 starts nothing; 3 -> 2 opens a new cluster
+    assert predicted_clusters(starts, ends, antecedents, scores) == [[(0, 0), (2, 3)], [(5, 5), (8, 9)]]
+
+
+def test_crop_keeps_whole_segments_and_shifts_gold():
+    config = tiny_config()
+    document = tiny_tensors(make_document(num_segments=5), config)
+    window = crop(document, 2, 1)
+    lengths = document.attention_mask.sum(1).tolist()
+    start, stop = lengths[0], lengths[0] + lengths[1] + lengths[2]
+    assert window.num_tokens == stop - start and window.token_offset == start
+    inside = (document.gold_starts >= start) & (document.gold_ends < stop)
+    assert window.gold_starts.tolist() == (document.gold_starts[inside] - start).tolist()
+    assert window.segment_of_token.min() == 0 and window.segment_of_token.max() == 1
+    draws = {random_crop(document, 2, torch.Generator().manual_seed(s)).token_offset for s in range(20)}
+    assert len(draws) > 1  # different windows for different draws
+
+
+def test_byte_dropout_rate_and_scaling():
+    torch.manual_seed(0)
+    dropout = Dropout(0.3).train()
+    out = dropout(torch.ones(200_000))
+    kept = out > 0
+    assert abs(kept.float().mean().item() - (1 - 77 / 256)) < 0.005
+    assert torch.allclose(out[kept], torch.tensor(256 / 179))
+    assert torch.equal(dropout.eval()(torch.ones(5)), torch.ones(5))
+
+
+def test_config_rejects_unknown_keys_and_bad_values():
+    with pytest.raises(ConfigError, match=r"unknown model key\(s\) \['ffnn_sise'\]"):
+        BaselineConfig.from_dict({"ffnn_sise": 10})
+    with pytest.raises(ConfigError, match="top_span_ratio"):
+        BaselineConfig(top_span_ratio=0)
+    assert BaselineConfig.from_dict(BaselineConfig().to_dict()) == BaselineConfig()
+
+
+def test_bucket_distance_of_rank_offsets():
+    assert bucket_distance(torch.tensor([[1, 6], [9, 70]])).tolist() == [[1, 5], [6, 9]]

@@ -1,0 +1,84 @@
+"""Candidate spans, pruning and span attention."""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import pytest
+import torch
+
+from coref_pipeline.models.spans import (
+    bucket_distance,
+    candidate_spans,
+    prune_spans,
+    span_attention_explicit,
+    span_attention_sums,
+    spans_cross,
+)
+
+
+def test_candidate_spans_stay_in_sentences_and_are_sorted():
+    sentence_map = torch.tensor([0, 0, 0, 1, 1, 2])
+    starts, ends = candidate_spans(sentence_map, max_span_width=2)
+    assert list(zip(starts.tolist(), ends.tolist(), strict=True)) == [
+        (0, 0), (0, 1), (1, 1), (1, 2), (2, 2), (3, 3), (3, 4), (4, 4), (5, 5)
+    ]  # fmt: skip
+
+
+def test_word_boundary_spans():
+    sentence_map = torch.zeros(6, dtype=torch.long)
+    word_start = torch.tensor([False, True, False, True, True, False])  # [CLS] a ##b c d [SEP]
+    word_end = torch.tensor([False, False, True, True, True, False])
+    starts, ends = candidate_spans(sentence_map, 4, word_start, word_end)
+    assert list(zip(starts.tolist(), ends.tolist(), strict=True)) == [(1, 2), (1, 3), (1, 4), (3, 3), (3, 4), (4, 4)]
+
+
+def test_bucket_distance_matches_the_original_buckets():
+    distances = torch.tensor([0, 1, 2, 3, 4, 5, 7, 8, 15, 16, 31, 32, 63, 64, 1000])
+    assert bucket_distance(distances).tolist() == [0, 1, 2, 3, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9]
+
+
+def brute_force_prune(scores, starts, ends, k):
+    """Greedy by score over a plain list, checking every kept span for crossing."""
+    order = sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+    kept = []
+    for index in order:
+        if len(kept) == k:
+            break
+        span = (starts[index], ends[index])
+        if all(not spans_cross(span, (starts[j], ends[j])) for j in kept):
+            kept.append(index)
+    return sorted(kept, key=lambda i: (starts[i], ends[i]))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_pruning_matches_brute_force(seed):
+    rng = random.Random(seed)
+    n = rng.randint(5, 40)
+    sentence_map = torch.tensor(sorted(rng.randrange(4) for _ in range(n)))
+    starts, ends = candidate_spans(sentence_map, max_span_width=rng.randint(1, 8))
+    scores = torch.tensor([rng.choice([rng.random(), 0.5]) for _ in range(len(starts))])  # ties included
+    k = rng.randint(1, len(starts))
+    kept = prune_spans(scores, starts, ends, k).tolist()
+    assert kept == brute_force_prune(scores.tolist(), starts.tolist(), ends.tolist(), k)
+    kept_spans = [(starts[i].item(), ends[i].item()) for i in kept]
+    assert not any(spans_cross(a, b) for a, b in itertools.combinations(kept_spans, 2))
+
+
+def test_pruning_allows_nesting_and_rejects_crossing():
+    starts, ends = torch.tensor([0, 1, 2, 0]), torch.tensor([2, 3, 2, 3])
+    scores = torch.tensor([3.0, 2.0, 1.0, 0.5])
+    # (1, 3) crosses (0, 2); (2, 2) nests in it; (0, 3) contains both.
+    assert prune_spans(scores, starts, ends, 4).tolist() == [0, 3, 2]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_prefix_sum_attention_equals_the_explicit_one(seed):
+    torch.manual_seed(seed)
+    n, d, width = 50, 7, 6
+    logits, values = torch.randn(n) * 3, torch.randn(n, d)
+    starts, ends = candidate_spans(torch.zeros(n, dtype=torch.long), width)
+    fast = span_attention_sums(logits, values, starts, ends)
+    slow = span_attention_explicit(logits, values, starts, ends, width)
+    torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -10,6 +11,23 @@ from typing import Any
 from kedro.io import AbstractDataset, DatasetError
 
 from coref_pipeline.conll import atomic_write_text
+
+
+def partition_name(split: str, language: str, max_segment_len: int) -> str:
+    """The jsonlines partition of a split at a segment length, named as ``minimize.py`` names files."""
+    return f"{split}.{language}.{max_segment_len}"
+
+
+def select_partition(partitions: Mapping[str, Any], split: str, language: str, max_segment_len: int) -> list:
+    """The documents of one partition of a ``PartitionedDataset`` (loaded if lazy)."""
+    name = partition_name(split, language, max_segment_len)
+    if name not in partitions:
+        raise KeyError(
+            f"no segmented documents {name!r} (have {sorted(partitions)}); "
+            f"add {max_segment_len} to segment.max_segment_lens"
+        )
+    partition = partitions[name]
+    return partition() if callable(partition) else partition
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ from coref_pipeline.pipelines.coref_train.nodes import (
     predict_dev,
     resolve_settings,
     score_dev,
-    select_split,
     train_baseline,
 )
 from coref_pipeline.pipelines.coref_train.pipeline import create_pipeline
@@ -84,9 +83,11 @@ def test_settings_from_a_preset_with_overrides(encoder_dir, tmp_path):
         resolve_settings({**params_for(encoder_dir, tmp_path), "preset": "nope"})
 
 
-def test_select_split_names_what_is_missing():
-    with pytest.raises(KeyError, match="train.english.512"):
-        select_split(segmented(), "train", "english", 512)
+def test_a_missing_partition_is_named():
+    from coref_pipeline.datasets import select_partition
+
+    with pytest.raises(KeyError, match="'train.english.512'.*add 512 to segment.max_segment_lens"):
+        select_partition(segmented(), "train", "english", 512)
 
 
 def test_the_committed_presets_resolve():

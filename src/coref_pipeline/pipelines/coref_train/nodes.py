@@ -6,10 +6,11 @@ import hashlib
 import json
 import logging
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from coref_pipeline.datasets import select_partition
 from coref_pipeline.encoders import resolve_encoder
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import BaselineConfig, ConfigError, TrainingConfig
@@ -38,15 +39,6 @@ def resolve_settings(params: Mapping[str, Any]) -> tuple[BaselineConfig, Trainin
     model = BaselineConfig.from_dict({k: v for k, v in values.items() if k in model_keys})
     training = TrainingConfig.from_dict({k: v for k, v in values.items() if k in training_keys})
     return model, training
-
-
-def select_split(segmented: Mapping[str, Callable[[], list] | list], split: str, language: str, length: int) -> list:
-    """The jsonlines documents of ``{split}.{language}.{length}`` from the partitioned dataset."""
-    name = f"{split}.{language}.{length}"
-    if name not in segmented:
-        raise KeyError(f"no segmented documents {name!r} (have {sorted(segmented)}); add {length} to max_segment_lens")
-    partition = segmented[name]
-    return partition() if callable(partition) else partition
 
 
 def build_baseline(config: BaselineConfig) -> tuple[BaselineCorefModel, Any]:
@@ -128,8 +120,8 @@ def train_baseline(segmented: Mapping[str, Any], params: dict[str, Any]) -> Trai
     """Fine-tune the baseline on train, select on dev; resumes a killed run from ``work_dir``."""
     model_config, training = resolve_settings(params)
     seed_everything(training.seed)
-    train_documents = select_split(segmented, "train", params["language"], model_config.max_segment_len)
-    dev_documents = select_split(segmented, "dev", params["language"], model_config.max_segment_len)
+    train_documents = select_partition(segmented, "train", params["language"], model_config.max_segment_len)
+    dev_documents = select_partition(segmented, "dev", params["language"], model_config.max_segment_len)
     work_dir = Path(params["work_dir"])
     if params.get("restart") and work_dir.exists():
         shutil.rmtree(work_dir)
@@ -142,15 +134,10 @@ def train_baseline(segmented: Mapping[str, Any], params: dict[str, Any]) -> Trai
         return fit_baseline(model, tokenizer, train_documents, dev_documents, training, work_dir, live)
 
 
-def predict_split(model: TrainedModel, segmented: Mapping[str, Any], params: dict[str, Any], split: str) -> list:
-    """Jsonlines documents of a split with ``predicted_clusters`` added."""
-    documents = select_split(segmented, split, params["language"], model.config.max_segment_len)
-    return model.predict_documents(documents, total=len(documents))
-
-
 def predict_dev(model: TrainedModel, segmented: Mapping[str, Any], params: dict[str, Any]) -> list:
     """Dev predictions of the trained model."""
-    return predict_split(model, segmented, params, "dev")
+    documents = select_partition(segmented, "dev", params["language"], model.config.max_segment_len)
+    return model.predict_documents(documents, total=len(documents))
 
 
 def score_dev(predictions: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, float]:

@@ -9,7 +9,7 @@ from typing import Any
 import pandas as pd
 
 from coref_pipeline.conll import format_conll_response, parse_conll_lines
-from coref_pipeline.datasets import ConllFile
+from coref_pipeline.datasets import ConllFile, select_partition
 from coref_pipeline.evaluation.breakdown import breakdown_table, document_info, document_table, f1_by_length_figure
 from coref_pipeline.evaluation.scoring import score_documents
 from coref_pipeline.predict import TrainedModel, word_clusters
@@ -17,19 +17,10 @@ from coref_pipeline.predict import TrainedModel, word_clusters
 logger = logging.getLogger(__name__)
 
 
-def predict_split(model: TrainedModel, segmented: Mapping[str, Any], params: dict[str, Any], split: str) -> list:
-    """Jsonlines documents of a split (at the model's segment length) with ``predicted_clusters``."""
-    name = f"{split}.{params['language']}.{model.config.max_segment_len}"
-    if name not in segmented:
-        raise KeyError(f"no segmented documents {name!r} (have {sorted(segmented)})")
-    partition = segmented[name]
-    documents = partition() if callable(partition) else partition
-    return model.predict_documents(documents, total=len(documents))
-
-
 def predict_test(model: TrainedModel, segmented: Mapping[str, Any], params: dict[str, Any]) -> list:
-    """Test predictions of a trained model."""
-    return predict_split(model, segmented, params, "test")
+    """Test predictions of a trained model (at its segment length)."""
+    documents = select_partition(segmented, "test", params["language"], model.config.max_segment_len)
+    return model.predict_documents(documents, total=len(documents))
 
 
 def evaluate_predictions(

@@ -9,6 +9,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from coref_pipeline.conll import normalize_word, paused_gc
+from coref_pipeline.datasets import partition_name
 from coref_pipeline.encoders import resolve_encoder
 from coref_pipeline.segmentation import SpecialTokens, load_tokenizer, segment_document, tokenize_documents
 
@@ -62,5 +63,5 @@ def segment_documents(
             frame, tokenizer, list(params["max_segment_lens"]), params["include_tokens"], f"segment {split}"
         )
         for max_segment_len, documents in by_length.items():
-            outputs[f"{split}.{params['language']}.{max_segment_len}"] = documents
+            outputs[partition_name(split, params["language"], max_segment_len)] = documents
     return outputs

@@ -105,3 +105,12 @@ def test_pipeline_wiring():
     pipeline = create_pipeline()
     assert pipeline.all_outputs() == {"baseline_model", "baseline_dev_predictions", "baseline_dev_metrics"}
     assert pipeline.inputs() == {"segmented_documents", "params:coref_train"}
+
+
+def test_a_new_configuration_in_the_same_work_dir_starts_afresh_with_its_curves(encoder_dir, tmp_path, caplog):
+    train_baseline(segmented(), params_for(encoder_dir, tmp_path / "work"))
+    with caplog.at_level("WARNING"):
+        model = train_baseline(segmented(), params_for(encoder_dir, tmp_path / "work", ffnn_size=12))
+    assert "starting a fresh run" in caplog.text
+    assert model.config.ffnn_size == 12
+    assert (tmp_path / "work" / "dvclive" / "metrics.json").is_file()

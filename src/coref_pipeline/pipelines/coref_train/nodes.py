@@ -6,7 +6,8 @@ import hashlib
 import json
 import logging
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +56,13 @@ def fit_baseline(
     dev_documents: list[dict[str, Any]],
     training: TrainingConfig,
     work_dir: Path,
-    live: Any | None = None,
+    log_params: dict[str, Any] | None = None,
     interrupt_after_step: int | None = None,
 ) -> TrainedModel:
-    """Train with resume from ``work_dir``; return the best-on-dev model."""
+    """Train with resume from ``work_dir``; return the best-on-dev model.
+
+    With ``log_params`` the curves are logged with DVCLive under ``work_dir/dvclive``.
+    """
     trained = TrainedModel("baseline", model, tokenizer)
     config = model.config
     prepare_work_dir(work_dir, run_fingerprint(config.to_dict(), training.to_dict(), train_documents, dev_documents))
@@ -82,19 +86,33 @@ def fit_baseline(
         return model(document).loss
 
     hooks = TrainingHooks(evaluate=evaluate, save_best=lambda: trained.save(best_dir), loss=loss)
-    state = train_loop(
-        model,
-        train_tensors,
-        optimisers,
-        hooks,
-        training,
-        work_dir,
-        config.max_training_sentences,
-        live=live,
-        interrupt_after_step=interrupt_after_step,
-    )
+    with _dvclive(work_dir, log_params) as live:
+        state = train_loop(
+            model,
+            train_tensors,
+            optimisers,
+            hooks,
+            training,
+            work_dir,
+            config.max_training_sentences,
+            live=live,
+            interrupt_after_step=interrupt_after_step,
+        )
     logger.info("Best dev CoNLL F1 %.2f at step %d of %d", state.best_f1, state.best_step, state.global_step)
     return TrainedModel.load(best_dir)
+
+
+@contextmanager
+def _dvclive(work_dir: Path, log_params: dict[str, Any] | None) -> Iterator[Any]:
+    """A DVCLive logger in ``work_dir/dvclive`` (resumed with the run), or None without ``log_params``."""
+    if log_params is None:
+        yield None
+        return
+    from dvclive import Live
+
+    with Live(dir=str(work_dir / "dvclive"), dvcyaml=False, save_dvc_exp=False, resume=True) as live:
+        live.log_params(log_params)
+        yield live
 
 
 def run_fingerprint(model: dict[str, Any], training: dict[str, Any], *document_lists: list[dict[str, Any]]) -> str:
@@ -127,11 +145,8 @@ def train_baseline(segmented: Mapping[str, Any], params: dict[str, Any]) -> Trai
         shutil.rmtree(work_dir)
     logger.info("Training %s on %d documents; dev %d", model_config.encoder, len(train_documents), len(dev_documents))
     model, tokenizer = build_baseline(model_config)
-    from dvclive import Live
-
-    with Live(dir=str(work_dir / "dvclive"), dvcyaml=False, save_dvc_exp=False, resume=True) as live:
-        live.log_params({"preset": params["preset"], **model_config.to_dict(), **training.to_dict()})
-        return fit_baseline(model, tokenizer, train_documents, dev_documents, training, work_dir, live)
+    log_params = {"preset": params["preset"], **model_config.to_dict(), **training.to_dict()}
+    return fit_baseline(model, tokenizer, train_documents, dev_documents, training, work_dir, log_params)
 
 
 def predict_dev(model: TrainedModel, segmented: Mapping[str, Any], params: dict[str, Any]) -> list:

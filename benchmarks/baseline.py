@@ -116,7 +116,7 @@ def throughput(splits: dict[str, list[dict]], steps: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0, help="training-time budget")
-    parser.add_argument("--epochs", type=int, default=40)
+    parser.add_argument("--epochs", type=int, default=10, help="sets the schedule: match it to the budget")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="preset override")
     parser.add_argument("--throughput-steps", type=int, default=30)
     parser.add_argument("--skip-training", action="store_true", help="reuse the trained model in the work folder")
@@ -139,7 +139,8 @@ def main() -> None:
         seed_everything(training.seed)
         model, tokenizer = build_baseline(model_config)
         started = time.perf_counter()
-        trained = fit_baseline(model, tokenizer, splits["train"], splits["dev"], training, WORK / "run")
+        log_params = {"preset": "cpu_minilm", **model_config.to_dict(), **training.to_dict()}
+        trained = fit_baseline(model, tokenizer, splits["train"], splits["dev"], training, WORK / "run", log_params)
         results["wall_minutes"] = (time.perf_counter() - started) / 60
     trained = TrainedModel.load(WORK / "run" / "best")
     state = json.loads((sorted((WORK / "run" / "checkpoints").glob("step-*"))[-1] / "state.json").read_text())
@@ -165,15 +166,21 @@ def main() -> None:
     results["peak_rss_mb"] = peak_memory_mb()
     (WORK / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 
-    print(f"test CoNLL F1 {results['test']['conll_f1']:.2f} (best dev {results['best_dev_conll_f1']:.2f} at step "
-          f"{results['best_step']} of {results['steps']})")
+    print(
+        f"test CoNLL F1 {results['test']['conll_f1']:.2f} (best dev {results['best_dev_conll_f1']:.2f} at step "
+        f"{results['best_step']} of {results['steps']})"
+    )
     print(f"training {results['training_minutes']:.1f} min, {results['train_documents_per_second']:.3f} documents/s")
     peer = results["throughput_peer_config"]
-    print(f"peer configuration: {peer['seconds_per_document']:.2f} s/document "
-          f"({1 / peer['seconds_per_document']:.3f} documents/s) over {peer['steps']} steps")
+    print(
+        f"peer configuration: {peer['seconds_per_document']:.2f} s/document "
+        f"({1 / peer['seconds_per_document']:.3f} documents/s) over {peer['steps']} steps"
+    )
     inference = results["inference"]
-    print(f"inference {inference['predict_seconds']:.2f} s vs encoder {inference['encoder_seconds']:.2f} s "
-          f"= {inference['ratio']:.2f}x on {len(splits['test'])} test documents")
+    print(
+        f"inference {inference['predict_seconds']:.2f} s vs encoder {inference['encoder_seconds']:.2f} s "
+        f"= {inference['ratio']:.2f}x on {len(splits['test'])} test documents"
+    )
     print(f"peak resident memory {results['peak_rss_mb']:.0f} MB")
     print("dev curve (step, CoNLL F1):", results.get("dev_curve"))
 

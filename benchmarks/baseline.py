@@ -31,7 +31,6 @@ import yaml
 
 from coref_pipeline.datasets import ConllFileDataset
 from coref_pipeline.encoders import resolve_encoder
-from coref_pipeline.models.config import TrainingConfig
 from coref_pipeline.models.document import random_crop
 from coref_pipeline.pipelines.coref_train.nodes import build_baseline, fit_baseline, resolve_settings
 from coref_pipeline.pipelines.preprocess.nodes import preprocess_conll

@@ -560,9 +560,7 @@ def format_conll_response(
     ``doc_key``; every gold document needs an entry and no other key may appear.
     """
     raw_lines = gold_text.splitlines(keepends=True)
-    documents = parse_conll_lines(
-        [line.rstrip("\r\n") for line in raw_lines], source, min_columns=1, allow_cross_sentence=True
-    )
+    documents = parse_conll_lines(gold_text.splitlines(), source, min_columns=1, allow_cross_sentence=True)
     known = {document.doc_key for document in documents}
     unknown = sorted(set(clusters_by_doc) - known)
     if unknown:

@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
+from coref_pipeline.conll import atomic_write_text
+
 FORMAT_VERSION = 1
 WEIGHTS = "model.safetensors"
 CONFIG = "coref_config.json"
@@ -32,10 +34,8 @@ def atomic_save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata: 
 
 
 def atomic_write_json(data: Any, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    """JSON file written to a temporary name, then renamed into place."""
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def read_model_type(directory: str | Path) -> str:

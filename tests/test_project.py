@@ -49,16 +49,27 @@ def test_preprocess_and_segment_write_every_split_and_length(project_copy):
 
 
 def test_train_and_evaluate_with_the_embedded_encoder(project_copy):
-    """coref_train + evaluate end to end with the packaged MiniLM, cut to a few steps."""
-    overrides = "coref_train.overrides.max_steps=3,coref_train.overrides.eval_frequency=3"
-    kedro(project_copy, "run", "--pipelines=coref_train,evaluate", "--params", overrides)
-    model_dir = project_copy / "data" / "06_models" / "baseline"
-    assert (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer").is_dir()
-    for split in ("dev", "test"):
-        metrics = json.loads((project_copy / "data" / "08_reporting" / f"metrics_baseline_{split}.json").read_text())
-        assert 0 <= metrics["conll_f1"] <= 100
-        assert (project_copy / "data" / "08_reporting" / f"f1_by_length_baseline_{split}.png").stat().st_size > 0
-    assert (project_copy / "data" / "08_reporting" / "coref_train_dev_metrics.json").is_file()
+    """coref_train + incremental_train + evaluate end to end with the packaged MiniLM, cut to a few steps."""
+    overrides = ",".join(
+        [
+            "coref_train.overrides.max_steps=3",
+            "coref_train.overrides.eval_frequency=3",
+            "incremental_train.training.max_steps=2",
+            "incremental_train.training.eval_frequency=2",
+        ]
+    )
+    kedro(project_copy, "run", "--pipelines=coref_train,incremental_train,evaluate", "--params", overrides)
+    reporting = project_copy / "data" / "08_reporting"
+    for model in ("baseline", "incremental"):
+        model_dir = project_copy / "data" / "06_models" / model
+        assert (model_dir / "model.safetensors").is_file() and (model_dir / "tokenizer").is_dir()
+        assert json.loads((model_dir / "coref_config.json").read_text())["model_type"] == model
+        for split in ("dev", "test"):
+            metrics = json.loads((reporting / f"metrics_{model}_{split}.json").read_text())
+            assert 0 <= metrics["conll_f1"] <= 100
+            assert (reporting / f"f1_by_length_{model}_{split}.png").stat().st_size > 0
+    assert (reporting / "coref_train_dev_metrics.json").is_file()
+    assert (reporting / "incremental_train_dev_metrics.json").is_file()
 
 
 def test_runtime_params_keep_sibling_keys(project_copy):

@@ -12,9 +12,10 @@ import torch
 from tqdm.auto import tqdm
 
 from coref_pipeline.models.baseline import BaselineCorefModel, predicted_clusters
-from coref_pipeline.models.config import BaselineConfig
+from coref_pipeline.models.config import BaselineConfig, IncrementalConfig
 from coref_pipeline.models.document import DocumentTensors, tensorize
 from coref_pipeline.models.encoder import SegmentEncoder
+from coref_pipeline.models.incremental import IncrementalCorefModel
 from coref_pipeline.models.serialization import load_model_directory, save_model_directory
 
 logger = logging.getLogger(__name__)
@@ -24,16 +25,22 @@ class DocumentTooLongError(ValueError):
     """A document longer than the baseline's ``max_inference_subtokens``."""
 
 
+MODEL_TYPES = {
+    "baseline": (BaselineConfig, BaselineCorefModel),
+    "incremental": (IncrementalConfig, IncrementalCorefModel),
+}
+
+
 @dataclass
 class TrainedModel:
     """A model with its tokenizer and configuration, as stored in a model directory."""
 
-    model_type: str
-    model: BaselineCorefModel
+    model_type: str  # "baseline" or "incremental"
+    model: BaselineCorefModel | IncrementalCorefModel
     tokenizer: Any
 
     @property
-    def config(self) -> BaselineConfig:
+    def config(self) -> BaselineConfig | IncrementalConfig:
         return self.model.config
 
     def save(self, directory: str | Path) -> None:
@@ -41,12 +48,16 @@ class TrainedModel:
 
     @classmethod
     def load(cls, directory: str | Path) -> TrainedModel:
-        """Load a model directory written by ``save`` (safetensors and JSON only, no network)."""
+        """Load a model directory written by ``save`` (safetensors and JSON only, no network).
+
+        The directory says which model it holds (``coref_config.json``).
+        """
         model_type, model_config, encoder_config, state_dict, tokenizer = load_model_directory(directory)
-        if model_type != "baseline":
-            raise ValueError(f"{directory} holds a {model_type!r} model; this loader takes 'baseline'")
-        config = BaselineConfig.from_dict(model_config)
-        model = BaselineCorefModel(config, SegmentEncoder.from_config(encoder_config))
+        if model_type not in MODEL_TYPES:
+            raise ValueError(f"{directory} holds a {model_type!r} model; known models: {sorted(MODEL_TYPES)}")
+        config_class, model_class = MODEL_TYPES[model_type]
+        config = config_class.from_dict(model_config)
+        model = model_class(config, SegmentEncoder.from_config(encoder_config))
         model.load_state_dict(state_dict)
         model.eval()
         return cls(model_type, model, tokenizer)
@@ -64,6 +75,13 @@ class TrainedModel:
 
     def predict_tensors(self, tensors: DocumentTensors) -> list[list[tuple[int, int]]]:
         """Predicted subtoken clusters of one document."""
+        if self.model_type == "incremental":
+            was_training = self.model.training
+            self.model.eval()
+            with torch.no_grad():
+                clusters = self.model(tensors).clusters
+            self.model.train(was_training)
+            return clusters
         if tensors.num_tokens > self.config.max_inference_subtokens:
             raise DocumentTooLongError(
                 f"document {tensors.doc_key!r} has {tensors.num_tokens} subtokens, more than the baseline's "
@@ -106,3 +124,19 @@ def score_predictions(
     key = {document["doc_key"]: word_clusters(document, "clusters") for document in documents}
     response = {document["doc_key"]: word_clusters(document) for document in documents}
     return score_documents(key, response, metrics, remove_singletons=remove_singletons)
+
+
+def dev_metrics(predictions: Sequence[dict[str, Any]], remove_singletons: bool) -> dict[str, float]:
+    """CoNLL F1 and MUC, B3, CEAF-e recall, precision and F1 (percent, 4 decimals) of predictions."""
+    scores = score_predictions(predictions, remove_singletons)
+    metrics = {"conll_f1": round(100 * scores.conll_f1, 4)}
+    for name in ("muc", "bcub", "ceafe"):
+        counts = scores[name]
+        metrics.update(
+            {
+                f"{name}_recall": round(100 * counts.recall, 4),
+                f"{name}_precision": round(100 * counts.precision, 4),
+                f"{name}_f1": round(100 * counts.f1, 4),
+            }
+        )
+    return metrics

@@ -14,13 +14,15 @@ optimisers, schedulers, RNG states, epoch and position in the epoch restored.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import random
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ from coref_pipeline.conll import atomic_write_text
 from coref_pipeline.models.config import TrainingConfig
 from coref_pipeline.models.document import DocumentTensors, random_crop
 from coref_pipeline.models.serialization import atomic_save_tensors, atomic_write_json
+from coref_pipeline.predict import TrainedModel, score_predictions
 
 logger = logging.getLogger(__name__)
 
@@ -121,8 +124,12 @@ def build_optimisers(
     config: TrainingConfig,
     total_steps: int,
     task_warmup: bool = False,
+    task_schedule: str = "linear",
 ) -> Optimisers:
-    """AdamW (weight decay, none on LayerNorm and bias) with warm-up for the encoder; Adam for the task."""
+    """AdamW (weight decay, none on LayerNorm and bias) with warm-up for the encoder; Adam for the task.
+
+    ``task_schedule`` is ``"linear"`` (decay to 0 at ``total_steps``, the baseline's) or ``"constant"``.
+    """
     encoder_parameters: list[nn.Parameter] = []
     encoder_optimiser = encoder_schedule = None
     if encoder is not None:
@@ -149,12 +156,20 @@ def build_optimisers(
         task_parameters, lr=config.task_learning_rate, eps=config.adam_eps, fused=_fused(task_parameters)
     )
     task_warmup_steps = int(total_steps * config.warmup_ratio) if task_warmup else 0
-    task_schedule = torch.optim.lr_scheduler.LambdaLR(
-        task_optimiser, warmup_then_linear_decay(total_steps, task_warmup_steps)
-    )
+    if task_schedule == "linear":
+        factor = warmup_then_linear_decay(total_steps, task_warmup_steps)
+    elif task_schedule == "constant":
+        factor = _constant
+    else:
+        raise ValueError(f"task_schedule must be 'linear' or 'constant', got {task_schedule!r}")
+    task_scheduler = torch.optim.lr_scheduler.LambdaLR(task_optimiser, factor)
     return Optimisers(
-        encoder_optimiser, task_optimiser, encoder_schedule, task_schedule, encoder_parameters, task_parameters
+        encoder_optimiser, task_optimiser, encoder_schedule, task_scheduler, encoder_parameters, task_parameters
     )
+
+
+def _constant(step: int) -> float:
+    return 1.0
 
 
 # ------------------------------------------------------------------ checkpoints
@@ -276,7 +291,7 @@ class TrainingHooks:
 
     evaluate: Callable[[], dict[str, float]]  # -> metrics with "conll_f1" (percent)
     save_best: Callable[[], None]
-    loss: Callable[[DocumentTensors], torch.Tensor]  # one document's training loss
+    train_step: Callable[[DocumentTensors], float]  # forward and backward on one document; returns its loss
 
 
 def epoch_order(num_documents: int, seed: int, epoch: int) -> list[int]:
@@ -292,11 +307,14 @@ def train_loop(
     hooks: TrainingHooks,
     config: TrainingConfig,
     work_dir: Path,
-    max_segments: int,
+    max_segments: int | None,
     live: Any | None = None,
     interrupt_after_step: int | None = None,
 ) -> TrainState:
     """Train one document per step, resuming from the work directory's latest checkpoint.
+
+    Each document is cropped to a random window of ``max_segments`` segments
+    (``None``: whole documents).
 
     ``interrupt_after_step`` raises ``KeyboardInterrupt`` right after that step
     (used to test that a killed run resumes exactly).
@@ -353,19 +371,20 @@ def train_loop(
             order = epoch_order(len(documents), config.seed, state.epoch)
             while state.position < len(order):
                 step_started = time.perf_counter()
-                document = random_crop(documents[order[state.position]], max_segments, crop_generator)
-                loss = hooks.loss(document)
-                loss.backward()
+                document = documents[order[state.position]]
+                if max_segments is not None:
+                    document = random_crop(document, max_segments, crop_generator)
+                loss = hooks.train_step(document)
                 optimisers.step(config.gradient_clip)
                 state.train_seconds += time.perf_counter() - step_started
                 state.position += 1
                 state.global_step += 1
-                running_loss += float(loss.detach())
+                running_loss += loss
                 running_count += 1
                 progress.update(1)
                 if live is not None:
                     live.step = state.global_step
-                    live.log_metric("train/loss", float(loss.detach()))
+                    live.log_metric("train/loss", loss)
                     for name, value in optimisers.learning_rates().items():
                         live.log_metric(f"train/{name}", value)
                 if state.global_step % config.report_frequency == 0:
@@ -401,3 +420,105 @@ def train_loop(
     finally:
         progress.close()
     return state
+
+
+# ------------------------------------------------------------------ a whole run
+def fit_model(
+    trained: TrainedModel,
+    train_documents: list[dict[str, Any]],
+    dev_documents: list[dict[str, Any]],
+    training: TrainingConfig,
+    work_dir: Path,
+    train_step: Callable[[DocumentTensors], float],
+    build_run_optimisers: Callable[[int], Optimisers],
+    max_segments: int | None,
+    log_params: dict[str, Any] | None = None,
+    interrupt_after_step: int | None = None,
+    fingerprint_extra: str = "",
+) -> TrainedModel:
+    """Train with resume from ``work_dir``, select on dev; return the best-on-dev model.
+
+    ``train_step`` runs forward and backward on one document; ``build_run_optimisers``
+    takes the total number of steps. ``fingerprint_extra`` adds to what makes a run
+    the same run (e.g. the weights it starts from). With ``log_params`` the curves
+    are logged with DVCLive under ``work_dir/dvclive``.
+    """
+    model = trained.model
+    fingerprint = run_fingerprint(
+        {"model_type": trained.model_type, **trained.config.to_dict(), "start": fingerprint_extra},
+        training.to_dict(),
+        train_documents,
+        dev_documents,
+    )
+    prepare_work_dir(work_dir, fingerprint)
+    train_tensors = [trained.tensorize(document) for document in train_documents]
+    dev_subset = dev_documents[: training.eval_max_documents] if training.eval_max_documents else dev_documents
+    dev_tensors = [trained.tensorize(document) for document in dev_subset]
+    total_steps = training.max_steps or training.num_epochs * len(train_tensors)
+    optimisers = build_run_optimisers(total_steps)
+    best_dir = work_dir / "best"
+
+    def evaluate() -> dict[str, float]:
+        predictions = [
+            {**document, "predicted_clusters": trained.predict_tensors(tensors)}
+            for document, tensors in zip(dev_subset, dev_tensors, strict=True)
+        ]
+        scores = score_predictions(predictions, training.remove_singletons)
+        return {"conll_f1": 100 * scores.conll_f1, **{f"{m}_f1": 100 * scores[m].f1 for m in ("muc", "bcub", "ceafe")}}
+
+    hooks = TrainingHooks(evaluate=evaluate, save_best=lambda: trained.save(best_dir), train_step=train_step)
+    with dvclive_logger(work_dir, log_params) as live:
+        state = train_loop(
+            model,
+            train_tensors,
+            optimisers,
+            hooks,
+            training,
+            work_dir,
+            max_segments,
+            live=live,
+            interrupt_after_step=interrupt_after_step,
+        )
+    logger.info("Best dev CoNLL F1 %.2f at step %d of %d", state.best_f1, state.best_step, state.global_step)
+    return TrainedModel.load(best_dir)
+
+
+@contextmanager
+def dvclive_logger(work_dir: Path, log_params: dict[str, Any] | None) -> Iterator[Any]:
+    """A DVCLive logger in ``work_dir/dvclive`` (resumed with the run), or None without ``log_params``."""
+    if log_params is None:
+        yield None
+        return
+    from dvclive import Live
+
+    with Live(dir=str(work_dir / "dvclive"), dvcyaml=False, save_dvc_exp=False, resume=True) as live:
+        live.log_params(log_params)
+        yield live
+
+
+def run_fingerprint(model: dict[str, Any], training: dict[str, Any], *document_lists: list[dict[str, Any]]) -> str:
+    """A hash of everything a run depends on: both configurations and the documents."""
+    digest = hashlib.sha256(json.dumps([model, training], sort_keys=True).encode())
+    for documents in document_lists:
+        for document in documents:
+            digest.update(json.dumps(document, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def tensors_fingerprint(tensors: dict[str, torch.Tensor]) -> str:
+    """A hash of named tensors (the weights a run starts from)."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        digest.update(name.encode())
+        digest.update(tensors[name].detach().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def prepare_work_dir(work_dir: Path, fingerprint: str) -> None:
+    """Keep the work directory for a resume only if it belongs to the same run; else start afresh."""
+    marker = work_dir / "run_fingerprint.txt"
+    if work_dir.exists() and (not marker.is_file() or marker.read_text().strip() != fingerprint):
+        logger.warning("%s holds a run with another configuration or data: starting a fresh run", work_dir)
+        shutil.rmtree(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text(fingerprint + "\n")

@@ -7,9 +7,10 @@ import math
 import pytest
 import torch
 
-from coref_pipeline.models.baseline import BaselineCorefModel, Dropout, antecedent_loss, predicted_clusters
+from coref_pipeline.models.baseline import BaselineCorefModel, antecedent_loss, predicted_clusters
 from coref_pipeline.models.config import BaselineConfig, ConfigError
 from coref_pipeline.models.document import crop, random_crop
+from coref_pipeline.models.layers import Dropout
 from coref_pipeline.models.spans import bucket_distance
 
 from .tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
@@ -57,9 +58,10 @@ def test_word_boundary_spans_never_touch_special_tokens():
 
 def explicit_mention_scores(model, hidden, starts, ends):
     """Mention scores from explicit g = [h_s; h_e; width; head] through the FFNN, as the original."""
-    g = model.span_embeddings(hidden, starts, ends, model.span_width_embeddings(ends - starts))
-    scores = model.mention_scores(g).squeeze(1)
-    prior = model.width_scores(model.span_width_prior_embeddings.weight).squeeze(1)
+    scorer = model.span_scorer
+    g = scorer.span_embeddings(hidden, starts, ends, scorer.span_width_embeddings(ends - starts))
+    scores = scorer.mention_scores(g).squeeze(1)
+    prior = scorer.width_scores(scorer.span_width_prior_embeddings.weight).squeeze(1)
     return scores + prior[ends - starts]
 
 
@@ -69,8 +71,8 @@ def test_rearranged_mention_scores_equal_the_direct_ones(model_and_document):
         hidden = model.encoder(document.input_ids, document.attention_mask)
         output = model(document)
         direct = explicit_mention_scores(model, hidden, output.candidate_starts, output.candidate_ends)
-        width = model.span_width_embeddings(output.candidate_ends - output.candidate_starts)
-        fast = model.score_candidates(hidden, output.candidate_starts, output.candidate_ends, width)
+        width = model.span_scorer.span_width_embeddings(output.candidate_ends - output.candidate_starts)
+        fast = model.span_scorer.score_candidates(hidden, output.candidate_starts, output.candidate_ends, width)
     torch.testing.assert_close(fast, direct, rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(output.candidate_mention_scores, direct, rtol=1e-4, atol=1e-5)
 
@@ -88,7 +90,7 @@ def test_rearranged_fine_scores_equal_the_direct_ones(model_and_document):
         pair = torch.cat(
             [g.unsqueeze(1).expand(k, c, -1), g[antecedents], g.unsqueeze(1) * g[antecedents], features], dim=2
         )
-        direct = model.slow_antecedent_scores(pair).squeeze(2)
+        direct = model.pair_scorer.slow_antecedent_scores(pair).squeeze(2)
         fast = model.fine_scores(g, antecedents, features)
     torch.testing.assert_close(fast, direct, rtol=1e-4, atol=1e-5)
 

@@ -1,13 +1,9 @@
 """The coarse-to-fine span-ranking model of "BERT for Coreference Resolution" (Joshi et al.).
 
-Everything follows the original ``independent.py``; two computations are
-rearranged without changing their value (tested against the direct form):
-
-* the mention FFNN's first layer is linear in the parts of g = [h_start; h_end;
-  width; head], so it is computed per token and summed per span, and the head
-  attention uses prefix sums, instead of materialising every candidate's g;
-* the fine pair FFNN's first layer is split the same way: the g_i and g_j parts
-  are projected once per span, only the g_i * g_j part is computed per pair.
+Everything follows the original ``independent.py``. The span scorer and the
+fine pair scorer live in ``scorers.py`` (the incremental model shares them);
+this module adds the coarse bilinear scorer, antecedent pruning, the
+higher-order refinement and the loss.
 """
 
 from __future__ import annotations
@@ -20,79 +16,9 @@ from torch import nn
 from coref_pipeline.models.config import BaselineConfig
 from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
-from coref_pipeline.models.spans import (
-    bucket_distance,
-    candidate_spans,
-    prune_spans,
-    span_attention_explicit,
-    span_attention_sums,
-)
-
-NUM_DISTANCE_BUCKETS = 10
-
-
-class _ByteMaskDropout(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, inputs: torch.Tensor, threshold: int) -> torch.Tensor:
-        count = inputs.numel()
-        # One random byte per element, drawn 8 at a time: ~3x cheaper than bernoulli_ on a CPU.
-        words = torch.randint(-(2**63), 2**63 - 1, ((count + 7) // 8,), dtype=torch.int64, device=inputs.device)
-        keep = words.view(torch.uint8)[:count].view(inputs.shape) >= threshold
-        scale = 256.0 / (256 - threshold)
-        ctx.save_for_backward(keep)
-        ctx.scale = scale
-        return inputs * keep * scale
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        (keep,) = ctx.saved_tensors
-        return grad * keep * ctx.scale, None
-
-
-class Dropout(nn.Module):
-    """Inverted dropout with rate ``round(256 p) / 256`` (0.3008 for 0.3), one random byte per element."""
-
-    def __init__(self, rate: float) -> None:
-        super().__init__()
-        self.rate = rate
-        self.threshold = round(rate * 256)
-
-    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        if not self.training or self.threshold == 0:
-            return inputs
-        return _ByteMaskDropout.apply(inputs, self.threshold)
-
-
-def init_weights(module: nn.Module) -> None:
-    """Truncated normal (std 0.02) weights and zero biases, as the original."""
-    for name, parameter in module.named_parameters(recurse=False):
-        if name == "bias":
-            nn.init.zeros_(parameter)
-        else:
-            nn.init.trunc_normal_(parameter, std=0.02, a=-0.04, b=0.04)
-
-
-class FFNN(nn.Module):
-    """``depth`` hidden ReLU layers with dropout, then a linear output layer."""
-
-    def __init__(self, input_size: int, hidden_size: int, depth: int, output_size: int, dropout: float) -> None:
-        super().__init__()
-        sizes = [input_size] + [hidden_size] * depth
-        self.hidden = nn.ModuleList(nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True))
-        self.output = nn.Linear(sizes[-1], output_size)
-        self.dropout = Dropout(dropout)
-        for layer in [*self.hidden, self.output]:
-            init_weights(layer)
-
-    def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        return self.from_first_layer(self.hidden[0](inputs))
-
-    def from_first_layer(self, pre_activation: torch.Tensor) -> torch.Tensor:
-        """The rest of the network, given the first hidden layer before its ReLU."""
-        hidden = self.dropout(torch.relu(pre_activation))
-        for layer in self.hidden[1:]:
-            hidden = self.dropout(torch.relu(layer(hidden)))
-        return self.output(hidden)
+from coref_pipeline.models.layers import Dropout, init_weights
+from coref_pipeline.models.scorers import NUM_DISTANCE_BUCKETS, PairScorer, SpanScorer
+from coref_pipeline.models.spans import bucket_distance, candidate_spans, prune_spans
 
 
 @dataclass
@@ -118,78 +44,23 @@ class BaselineCorefModel(nn.Module):
         super().__init__()
         self.config = config
         self.encoder = encoder
-        hidden = encoder.hidden_size
         feature = config.feature_size
         self.dropout = Dropout(config.dropout_rate)
-        # Span representation g = [h_start; h_end; width; head].
-        self.span_width_embeddings = nn.Embedding(config.max_span_width, feature)
-        self.mention_word_attn = nn.Linear(hidden, 1)
-        self.span_dim = 2 * hidden + (feature if config.use_features else 0) + (hidden if config.model_heads else 0)
-        self.mention_scores = FFNN(self.span_dim, config.ffnn_size, config.ffnn_depth, 1, config.dropout_rate)
-        self.span_width_prior_embeddings = nn.Embedding(config.max_span_width, feature)
-        self.width_scores = FFNN(feature, config.ffnn_size, config.ffnn_depth, 1, config.dropout_rate)
+        self.span_scorer = SpanScorer(config, encoder.hidden_size)
+        self.span_dim = self.span_scorer.span_dim
         # Coarse stage.
         self.src_projection = nn.Linear(self.span_dim, self.span_dim)
         self.antecedent_distance_prior = nn.Embedding(NUM_DISTANCE_BUCKETS, feature)
         self.distance_prior_projection = nn.Linear(feature, 1)
         # Fine stage.
-        self.same_speaker_emb = nn.Embedding(2, feature)
-        self.genre_embeddings = nn.Embedding(len(config.genres), feature)
-        self.antecedent_distance_emb = nn.Embedding(NUM_DISTANCE_BUCKETS, feature)
-        self.segment_distance_embeddings = nn.Embedding(config.max_training_sentences, feature)
-        self.pair_feature_size = feature * (
-            2 * int(config.use_metadata) + int(config.use_features) + int(config.use_segment_distance)
-        )
-        self.slow_antecedent_scores = FFNN(
-            3 * self.span_dim + self.pair_feature_size, config.ffnn_size, config.ffnn_depth, 1, config.dropout_rate
-        )
+        self.pair_scorer = PairScorer(config, self.span_dim)
         self.gate = nn.Linear(2 * self.span_dim, self.span_dim)
-        for module in self.task_modules():
-            for child in module.modules():
-                init_weights(child)
+        for name in ("src_projection", "antecedent_distance_prior", "distance_prior_projection", "gate"):
+            init_weights(getattr(self, name))
 
     def task_modules(self) -> list[nn.Module]:
         """Every module but the encoder (the task parameters)."""
         return [module for name, module in self.named_children() if name != "encoder"]
-
-    # ----------------------------------------------------------------- spans
-    def _width_features(self, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.span_width_embeddings(ends - starts))  # [spans, F]
-
-    def score_candidates(
-        self, hidden: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, width_features: torch.Tensor
-    ) -> torch.Tensor:
-        """Mention scores of every candidate without building their g: ``[num_candidates]``."""
-        h = hidden.shape[1]
-        first = self.mention_scores.hidden[0]
-        parts = [h, h] + ([width_features.shape[1]] if self.config.use_features else [])
-        parts += [h] if self.config.model_heads else []
-        weights = first.weight.split(parts, dim=1)  # each [ffnn, part]
-        pre = (hidden @ weights[0].T).index_select(0, starts) + (hidden @ weights[1].T).index_select(0, ends)
-        pre = pre + first.bias  # [spans, ffnn]
-        if self.config.use_features:
-            pre = pre + width_features @ weights[2].T
-        if self.config.model_heads:
-            logits = self.mention_word_attn(hidden).squeeze(1)  # [n]
-            heads = span_attention_sums(logits, hidden, starts, ends)  # [spans, H]
-            pre = pre + heads @ weights[-1].T
-        scores = self.mention_scores.from_first_layer(pre).squeeze(1)  # [spans]
-        if self.config.use_prior:
-            width_prior = self.width_scores(self.span_width_prior_embeddings.weight).squeeze(1)  # [W]
-            scores = scores + width_prior[ends - starts]
-        return scores
-
-    def span_embeddings(
-        self, hidden: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, width_features: torch.Tensor
-    ) -> torch.Tensor:
-        """g = [h_start; h_end; width; head] for a few spans: ``[spans, span_dim]``."""
-        parts = [hidden[starts], hidden[ends]]
-        if self.config.use_features:
-            parts.append(width_features)
-        if self.config.model_heads:
-            logits = self.mention_word_attn(hidden).squeeze(1)  # [n]
-            parts.append(span_attention_explicit(logits, hidden, starts, ends, self.config.max_span_width))
-        return torch.cat(parts, dim=1)
 
     # ------------------------------------------------------------ antecedents
     def coarse_scores(self, span_emb: torch.Tensor, mention_scores: torch.Tensor) -> torch.Tensor:
@@ -228,42 +99,21 @@ class BaselineCorefModel(nn.Module):
         genre: int,
     ) -> torch.Tensor | None:
         """phi: same speaker, genre, antecedent distance bucket, segment distance: ``[k, c, features]``."""
-        k, c = antecedents.shape
-        features = []
-        if self.config.use_metadata:
-            span_speakers = speaker_ids[span_starts]  # [k]
-            same = (span_speakers.unsqueeze(1) == span_speakers[antecedents]).long()  # [k, c]
-            features.append(self.same_speaker_emb(same))
-            genre_emb = self.genre_embeddings.weight[genre]  # [F]
-            features.append(genre_emb.expand(k, c, -1))
-        if self.config.use_features:
-            offsets = torch.arange(k).unsqueeze(1) - antecedents  # [k, c]
-            features.append(self.antecedent_distance_emb(bucket_distance(offsets)))
-        if self.config.use_segment_distance:
-            segments = segment_of_token[span_starts]  # [k]
-            distance = (segments.unsqueeze(1) - segments[antecedents]).clamp(0, self.config.max_training_sentences - 1)
-            features.append(self.segment_distance_embeddings(distance))
-        if not features:
-            return None
-        return self.dropout(torch.cat(features, dim=2))  # [k, c, features]
+        k = antecedents.shape[0]
+        span_speakers = speaker_ids[span_starts]  # [k]
+        same_speaker = span_speakers.unsqueeze(1) == span_speakers[antecedents]  # [k, c]
+        distance = bucket_distance(torch.arange(k).unsqueeze(1) - antecedents)  # [k, c]
+        segments = segment_of_token[span_starts]  # [k]
+        segment_distance = (segments.unsqueeze(1) - segments[antecedents]).clamp(
+            0, self.config.max_training_sentences - 1
+        )  # [k, c]
+        return self.pair_scorer.features(same_speaker, genre, distance, segment_distance)
 
     def fine_scores(
         self, span_emb: torch.Tensor, antecedents: torch.Tensor, features: torch.Tensor | None
     ) -> torch.Tensor:
         """FFNN([g_i; g_j; g_i * g_j; phi]) for every kept pair: ``[k, c]``."""
-        d = span_emb.shape[1]
-        first = self.slow_antecedent_scores.hidden[0]
-        sizes = [d, d, d] + ([features.shape[2]] if features is not None else [])
-        weights = first.weight.split(sizes, dim=1)  # each [ffnn, part]
-        target = span_emb @ weights[0].T + first.bias  # [k, ffnn]
-        source = span_emb @ weights[1].T  # [k, ffnn]
-        k, c = antecedents.shape
-        flat = antecedents.reshape(-1)  # [k * c]
-        similarity = span_emb.unsqueeze(1) * span_emb.index_select(0, flat).view(k, c, d)  # [k, c, D]
-        pre = target.unsqueeze(1) + source.index_select(0, flat).view(k, c, -1) + similarity @ weights[2].T
-        if features is not None:
-            pre = pre + features @ weights[3].T
-        return self.slow_antecedent_scores.from_first_layer(pre).squeeze(2)  # [k, c]
+        return self.pair_scorer.scores(span_emb, span_emb, antecedents, features)
 
     # ---------------------------------------------------------------- forward
     def forward(self, document: DocumentTensors) -> CorefOutput:
@@ -276,15 +126,15 @@ class BaselineCorefModel(nn.Module):
             )
         else:
             starts, ends = candidate_spans(document.sentence_map, config.max_span_width)
-        width_features = self._width_features(starts, ends)  # [num_candidates, F]
-        mention_scores = self.score_candidates(hidden, starts, ends, width_features)  # [num_candidates]
+        width_features = self.span_scorer.width_features(starts, ends)  # [num_candidates, F]
+        mention_scores = self.span_scorer.score_candidates(hidden, starts, ends, width_features)  # [num_candidates]
 
         k = min(config.max_num_extracted_spans, int(num_tokens * config.top_span_ratio), starts.shape[0])
         k = max(k, 1) if starts.shape[0] else 0
         kept = prune_spans(mention_scores, starts, ends, k)  # [k]
         top_starts, top_ends = starts[kept], ends[kept]
         top_scores = mention_scores[kept]  # [k]
-        span_emb = self.span_embeddings(hidden, top_starts, top_ends, width_features[kept])  # [k, D]
+        span_emb = self.span_scorer.span_embeddings(hidden, top_starts, top_ends, width_features[kept])  # [k, D]
 
         coarse = self.coarse_scores(span_emb, top_scores)  # [k, k]
         antecedents, antecedent_mask, top_coarse = self.top_antecedents(coarse)  # [k, c]

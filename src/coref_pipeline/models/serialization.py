@@ -3,7 +3,7 @@
 A model directory is self-contained: it loads with no network and no pickle.
 
     model.safetensors    every weight (encoder and task)
-    coref_config.json    {"model_type": ..., "model": {...}, "format_version": 1}
+    coref_config.json    {"model_type": ..., "model": {...}, "format_version": 2}
     encoder/config.json  the HF configuration of the encoder (its architecture)
     tokenizer/           the tokenizer, as ``save_pretrained`` writes it
 """
@@ -20,7 +20,7 @@ from safetensors.torch import load_file, save_file
 
 from coref_pipeline.conll import atomic_write_text
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: span and pair scorers under span_scorer./pair_scorer. (1 is upgraded on load)
 WEIGHTS = "model.safetensors"
 CONFIG = "coref_config.json"
 
@@ -67,8 +67,14 @@ def load_model_directory(directory: str | Path) -> tuple[str, dict[str, Any], An
     directory = Path(directory)
     model_type = read_model_type(directory)
     stored = json.loads((directory / CONFIG).read_text(encoding="utf-8"))
-    if stored.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{directory}: unsupported model directory format {stored.get('format_version')!r}")
+    version = stored.get("format_version")
+    if version not in (1, FORMAT_VERSION):
+        raise ValueError(f"{directory}: unsupported model directory format {version!r} (this version reads 1 and 2)")
     encoder_config = AutoConfig.from_pretrained(directory / "encoder")
     tokenizer = AutoTokenizer.from_pretrained(directory / "tokenizer")
-    return model_type, stored["model"], encoder_config, load_file(directory / WEIGHTS), tokenizer
+    state_dict = load_file(directory / WEIGHTS)
+    if version == 1:
+        from coref_pipeline.models.scorers import upgrade_version_1_names
+
+        state_dict = upgrade_version_1_names(state_dict)
+    return model_type, stored["model"], encoder_config, state_dict, tokenizer

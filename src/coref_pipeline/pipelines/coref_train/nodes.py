@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import shutil
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +12,11 @@ from coref_pipeline.datasets import select_partition
 from coref_pipeline.encoders import resolve_encoder
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import BaselineConfig, ConfigError, TrainingConfig
+from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
-from coref_pipeline.predict import TrainedModel, score_predictions
+from coref_pipeline.predict import TrainedModel, dev_metrics
 from coref_pipeline.segmentation import load_tokenizer
-from coref_pipeline.training import TrainingHooks, build_optimisers, seed_everything, train_loop
+from coref_pipeline.training import Optimisers, build_optimisers, fit_model, seed_everything
 
 logger = logging.getLogger(__name__)
 
@@ -64,74 +62,28 @@ def fit_baseline(
     With ``log_params`` the curves are logged with DVCLive under ``work_dir/dvclive``.
     """
     trained = TrainedModel("baseline", model, tokenizer)
-    config = model.config
-    prepare_work_dir(work_dir, run_fingerprint(config.to_dict(), training.to_dict(), train_documents, dev_documents))
-    train_tensors = [trained.tensorize(document) for document in train_documents]
-    dev_subset = dev_documents[: training.eval_max_documents] if training.eval_max_documents else dev_documents
-    dev_tensors = [trained.tensorize(document) for document in dev_subset]
-    total_steps = training.max_steps or training.num_epochs * len(train_tensors)
-    task_parameters = [p for module in model.task_modules() for p in module.parameters()]
-    optimisers = build_optimisers(model.encoder, task_parameters, training, total_steps)
-    best_dir = work_dir / "best"
 
-    def evaluate() -> dict[str, float]:
-        predictions = [
-            {**document, "predicted_clusters": trained.predict_tensors(tensors)}
-            for document, tensors in zip(dev_subset, dev_tensors, strict=True)
-        ]
-        scores = score_predictions(predictions, training.remove_singletons)
-        return {"conll_f1": 100 * scores.conll_f1, **{f"{m}_f1": 100 * scores[m].f1 for m in ("muc", "bcub", "ceafe")}}
+    def train_step(document: DocumentTensors) -> float:
+        loss = model(document).loss
+        loss.backward()
+        return float(loss.detach())
 
-    def loss(document) -> Any:
-        return model(document).loss
+    def optimisers(total_steps: int) -> Optimisers:
+        task_parameters = [p for module in model.task_modules() for p in module.parameters()]
+        return build_optimisers(model.encoder, task_parameters, training, total_steps)
 
-    hooks = TrainingHooks(evaluate=evaluate, save_best=lambda: trained.save(best_dir), loss=loss)
-    with _dvclive(work_dir, log_params) as live:
-        state = train_loop(
-            model,
-            train_tensors,
-            optimisers,
-            hooks,
-            training,
-            work_dir,
-            config.max_training_sentences,
-            live=live,
-            interrupt_after_step=interrupt_after_step,
-        )
-    logger.info("Best dev CoNLL F1 %.2f at step %d of %d", state.best_f1, state.best_step, state.global_step)
-    return TrainedModel.load(best_dir)
-
-
-@contextmanager
-def _dvclive(work_dir: Path, log_params: dict[str, Any] | None) -> Iterator[Any]:
-    """A DVCLive logger in ``work_dir/dvclive`` (resumed with the run), or None without ``log_params``."""
-    if log_params is None:
-        yield None
-        return
-    from dvclive import Live
-
-    with Live(dir=str(work_dir / "dvclive"), dvcyaml=False, save_dvc_exp=False, resume=True) as live:
-        live.log_params(log_params)
-        yield live
-
-
-def run_fingerprint(model: dict[str, Any], training: dict[str, Any], *document_lists: list[dict[str, Any]]) -> str:
-    """A hash of everything a run depends on: both configurations and the documents."""
-    digest = hashlib.sha256(json.dumps([model, training], sort_keys=True).encode())
-    for documents in document_lists:
-        for document in documents:
-            digest.update(json.dumps(document, sort_keys=True).encode())
-    return digest.hexdigest()
-
-
-def prepare_work_dir(work_dir: Path, fingerprint: str) -> None:
-    """Keep the work directory for a resume only if it belongs to the same run; else start afresh."""
-    marker = work_dir / "run_fingerprint.txt"
-    if work_dir.exists() and (not marker.is_file() or marker.read_text().strip() != fingerprint):
-        logger.warning("%s holds a run with another configuration or data: starting a fresh run", work_dir)
-        shutil.rmtree(work_dir)
-    work_dir.mkdir(parents=True, exist_ok=True)
-    marker.write_text(fingerprint + "\n")
+    return fit_model(
+        trained,
+        train_documents,
+        dev_documents,
+        training,
+        work_dir,
+        train_step,
+        optimisers,
+        max_segments=model.config.max_training_sentences,
+        log_params=log_params,
+        interrupt_after_step=interrupt_after_step,
+    )
 
 
 def train_baseline(segmented: Mapping[str, Any], params: dict[str, Any]) -> TrainedModel:
@@ -158,15 +110,4 @@ def predict_dev(model: TrainedModel, segmented: Mapping[str, Any], params: dict[
 def score_dev(predictions: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, float]:
     """CoNLL-2012 metrics (percent) of dev predictions, for ``dvc metrics``."""
     _, training = resolve_settings(params)
-    scores = score_predictions(predictions, training.remove_singletons)
-    metrics = {"conll_f1": round(100 * scores.conll_f1, 4)}
-    for name in ("muc", "bcub", "ceafe"):
-        counts = scores[name]
-        metrics.update(
-            {
-                f"{name}_recall": round(100 * counts.recall, 4),
-                f"{name}_precision": round(100 * counts.precision, 4),
-                f"{name}_f1": round(100 * counts.f1, 4),
-            }
-        )
-    return metrics
+    return dev_metrics(predictions, training.remove_singletons)

@@ -4,7 +4,7 @@ from kedro.pipeline import Node, Pipeline
 
 from .nodes import evaluate_predictions, predict_test
 
-MODELS = ("baseline",)
+MODELS = ("baseline", "incremental")
 SPLITS = ("dev", "test")
 
 

@@ -1,0 +1,139 @@
+"""The incremental model against its baseline on the shared LitBank split (MiniLM).
+
+Run: python benchmarks/incremental.py [--minutes 45] [--baseline-dir DIR] [--set key=value ...]
+
+1. Segments LitBank fold 0 (../shared/corpora/litbank) at the baseline's segment length.
+2. Initialises the incremental model from the baseline benchmark's best model
+   (``data/benchmarks/baseline_litbank/run/best``, written by benchmarks/baseline.py)
+   and trains it with the ``incremental_train`` parameters (plus ``--set``
+   overrides of model or training keys) within a training-time budget of
+   ``--minutes``, evaluating on dev and keeping the best (singletons removed from
+   the gold, as the baseline benchmark).
+3. Scores both models on test and prints their CoNLL F1 side by side, with
+   inference seconds per document.
+
+Figures go to stdout and to ``data/benchmarks/incremental_litbank/results.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import resource
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+from coref_pipeline.models.config import IncrementalConfig, TrainingConfig
+from coref_pipeline.pipelines.incremental_train.nodes import build_incremental, fit_incremental
+from coref_pipeline.predict import TrainedModel, dev_metrics
+from coref_pipeline.training import seed_everything, tensors_fingerprint
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from baseline import LITBANK, ROOT, parse_overrides, segmented_litbank  # noqa: E402
+
+WORK = ROOT / "data" / "benchmarks" / "incremental_litbank"
+BASELINE = ROOT / "data" / "benchmarks" / "baseline_litbank" / "run" / "best"
+
+
+def timed_test_metrics(model: TrainedModel, documents: list[dict]) -> dict[str, float]:
+    started = time.perf_counter()
+    predictions = model.predict_documents(documents, total=len(documents))
+    seconds = time.perf_counter() - started
+    return {**dev_metrics(predictions, remove_singletons=True), "seconds_per_document": seconds / len(documents)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=45.0, help="training-time budget")
+    parser.add_argument("--baseline-dir", type=Path, default=BASELINE)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="model or training key")
+    parser.add_argument("--work-dir", type=Path, default=WORK)
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if not LITBANK.is_dir():
+        sys.exit(f"LitBank not found at {LITBANK} (../shared/corpora/litbank)")
+    if not (args.baseline_dir / "coref_config.json").is_file():
+        sys.exit(f"no baseline model at {args.baseline_dir}: run benchmarks/baseline.py first")
+
+    params = yaml.safe_load((ROOT / "conf/base/parameters_incremental_train.yml").read_text())["incremental_train"]
+    overrides = parse_overrides(args.set)
+    model_values = {
+        **params["model"],
+        **{k: v for k, v in overrides.items() if k in IncrementalConfig.__dataclass_fields__},
+    }
+    training_values = {
+        **params["training"],
+        "remove_singletons": True,
+        "eval_frequency": 20,
+        "checkpoint_frequency": 10,
+        "report_frequency": 5,
+        "time_budget_minutes": args.minutes,
+        **{k: v for k, v in overrides.items() if k in TrainingConfig.__dataclass_fields__},
+    }
+    unknown = set(overrides) - set(IncrementalConfig.__dataclass_fields__) - set(TrainingConfig.__dataclass_fields__)
+    if unknown:
+        sys.exit(f"unknown keys {sorted(unknown)}")
+
+    baseline = TrainedModel.load(args.baseline_dir)
+    config = IncrementalConfig.from_baseline(baseline.config.to_dict(), model_values)
+    training = TrainingConfig.from_dict(training_values)
+    splits = segmented_litbank(baseline.config.tokenizer or baseline.config.encoder, config.max_segment_len)
+    seed_everything(training.seed)
+    start_fingerprint = tensors_fingerprint(baseline.model.state_dict())
+    trained = build_incremental(TrainedModel.load(args.baseline_dir), config)
+    started = time.perf_counter()
+    best = fit_incremental(
+        trained,
+        splits["train"],
+        splits["dev"],
+        training,
+        args.work_dir / "run",
+        start_fingerprint,
+        log_params={**config.to_dict(), **training.to_dict()},
+    )
+    wall_minutes = (time.perf_counter() - started) / 60
+    state = json.loads(
+        (
+            args.work_dir
+            / "run"
+            / "checkpoints"
+            / (args.work_dir / "run" / "checkpoints" / "LATEST").read_text().strip()
+            / "state.json"
+        ).read_text()
+    )["train_state"]
+
+    incremental_test = timed_test_metrics(best, splits["test"])
+    baseline_test = timed_test_metrics(baseline, splits["test"])
+    results = {
+        "model": config.to_dict(),
+        "training": training.to_dict(),
+        "train_minutes": state["train_seconds"] / 60,
+        "wall_minutes_with_evaluation": wall_minutes,
+        "steps": state["global_step"],
+        "best_dev_f1": state["best_f1"],
+        "best_step": state["best_step"],
+        "test": {"incremental": incremental_test, "baseline": baseline_test},
+        "difference_f1": incremental_test["conll_f1"] - baseline_test["conll_f1"],
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    (args.work_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"{'model':<12} {'test CoNLL F1':>14} {'MUC':>7} {'B3':>7} {'CEAF-e':>7} {'s/doc':>7}")
+    for name, metrics in (("baseline", baseline_test), ("incremental", incremental_test)):
+        print(
+            f"{name:<12} {metrics['conll_f1']:>14.2f} {metrics['muc_f1']:>7.2f} {metrics['bcub_f1']:>7.2f} "
+            f"{metrics['ceafe_f1']:>7.2f} {metrics['seconds_per_document']:>7.2f}"
+        )
+    print(f"difference (incremental - baseline): {results['difference_f1']:+.2f} F1")
+    print(
+        f"incremental training: {results['train_minutes']:.1f} min ({state['global_step']} documents), "
+        f"best dev {state['best_f1']:.2f} at step {state['best_step']}; peak RSS {results['peak_rss_mb']:.0f} MB"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,454 @@
+"""The constant-memory incremental model of Xia, Sedoc and Van Durme (2020).
+
+A document is read one segment at a time. Each segment is encoded, its
+candidate spans are scored and pruned with the baseline's span scorer, and the
+kept spans, in (start, end) order, are each compared with a bounded list of
+active entities:
+
+    score(m, e) = PAIRSCORE(m, e) + s_m(m),   score(m, new entity) = threshold
+
+PAIRSCORE is the baseline's fine FFNN with the mention in the target slot and
+the entity in the candidate slot (as the authors' code), the speaker feature
+replaced by zeros, the segment distance fixed at 0 and the distance bucket
+measured in subtokens from the entity's most recent mention. The argmax
+decides, for good: a new entity, or an update ``e <- a e + (1 - a) m``. After
+each segment, entities whose most recent mention is far behind leave the active
+list (their mentions are kept for the output only).
+
+In training the loss of each segment is backpropagated at its end and the
+entity representations are detached (truncated backpropagation), so memory
+does not grow with the document either.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from coref_pipeline.models.config import IncrementalConfig
+from coref_pipeline.models.document import DocumentTensors
+from coref_pipeline.models.encoder import SegmentEncoder
+from coref_pipeline.models.layers import FFNN
+from coref_pipeline.models.scorers import PairScorer, SpanScorer
+from coref_pipeline.models.spans import bucket_distance, candidate_spans, prune_spans
+
+logger = logging.getLogger(__name__)
+
+Span = tuple[int, int]
+
+
+@dataclass
+class EntityMemory:
+    """Active entities (representations on the compute device) and evicted ones (mention lists only).
+
+    Within a segment the representations of the entities as they were at its
+    start (``base_*``, detached) are kept apart from those added or updated in
+    it (``fresh_*``, part of the segment's graph); ``consolidate`` merges them
+    at the segment's end. Scoring runs over the columns ``base_ids + fresh_ids``,
+    with base rows that have a fresh version masked.
+    """
+
+    base_embeddings: torch.Tensor | None = None  # [num_base, span_dim]
+    base_projections: torch.Tensor | None = None  # [num_base, ffnn]: the pair scorer's candidate part
+    base_ids: list[int] = field(default_factory=list)
+    superseded: set[int] = field(default_factory=set)  # base rows with a fresh version
+    fresh_ids: list[int] = field(default_factory=list)
+    fresh_embeddings: list[torch.Tensor] = field(default_factory=list)  # each [span_dim]
+    fresh_projections: list[torch.Tensor] = field(default_factory=list)  # each [ffnn]
+    mentions: dict[int, list[Span]] = field(default_factory=dict)  # every entity's mentions, in order
+    last_start: dict[int, int] = field(default_factory=dict)  # start of each entity's most recent mention
+    entity_of_span: dict[Span, int] = field(default_factory=dict)
+    active: set[int] = field(default_factory=set)
+    evicted: list[int] = field(default_factory=list)
+    max_active: int = 0
+
+    def __len__(self) -> int:
+        return len(self.active)
+
+    def columns(self) -> list[int]:
+        """Entity id of each scoring column (base rows first, superseded ones included)."""
+        return self.base_ids + self.fresh_ids
+
+    def embedding(self, entity_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The current representation of an active entity and its projection: ``[span_dim]``, ``[ffnn]``."""
+        if entity_id in self.fresh_ids:
+            position = self.fresh_ids.index(entity_id)
+            return self.fresh_embeddings[position], self.fresh_projections[position]
+        row = self.base_ids.index(entity_id)
+        return self.base_embeddings[row], self.base_projections[row]
+
+    def add(self, embedding: torch.Tensor, projection: torch.Tensor, span: Span) -> int:
+        entity_id = len(self.mentions)
+        self.fresh_ids.append(entity_id)
+        self.fresh_embeddings.append(embedding)
+        self.fresh_projections.append(projection)
+        self.mentions[entity_id] = [span]
+        self.last_start[entity_id] = span[0]
+        self.entity_of_span[span] = entity_id
+        self.active.add(entity_id)
+        self.max_active = max(self.max_active, len(self.active))
+        return entity_id
+
+    def update(self, entity_id: int, embedding: torch.Tensor, projection: torch.Tensor, span: Span) -> None:
+        if entity_id in self.fresh_ids:
+            position = self.fresh_ids.index(entity_id)
+            self.fresh_embeddings[position] = embedding
+            self.fresh_projections[position] = projection
+        else:
+            self.superseded.add(self.base_ids.index(entity_id))
+            self.fresh_ids.append(entity_id)
+            self.fresh_embeddings.append(embedding)
+            self.fresh_projections.append(projection)
+        self.mentions[entity_id].append(span)
+        self.last_start[entity_id] = span[0]
+        self.entity_of_span[span] = entity_id
+
+    def consolidate(self) -> None:
+        """Merge the fresh representations into the base ones, detached (the end of a segment)."""
+        if not self.fresh_ids:
+            return
+        keep = [row for row in range(len(self.base_ids)) if row not in self.superseded]
+        embeddings = [torch.stack(self.fresh_embeddings).detach()]
+        projections = [torch.stack(self.fresh_projections).detach()]
+        if keep:
+            rows = torch.tensor(keep, dtype=torch.long)
+            embeddings.insert(0, self.base_embeddings.index_select(0, rows))
+            projections.insert(0, self.base_projections.index_select(0, rows))
+        self.base_embeddings = torch.cat(embeddings)
+        self.base_projections = torch.cat(projections)
+        self.base_ids = [self.base_ids[row] for row in keep] + self.fresh_ids
+        self.superseded = set()
+        self.fresh_ids, self.fresh_embeddings, self.fresh_projections = [], [], []
+
+    def evict(self, position: int, singleton_distance: int | None, distance: int | None) -> list[int]:
+        """Consolidate, then remove the entities the policy names; return their ids.
+
+        An entity leaves when its most recent mention starts more than ``distance``
+        subtokens before ``position``, or more than ``singleton_distance`` when it
+        has a single mention. ``None`` switches a rule off.
+        """
+        self.consolidate()
+        leaving = []
+        for entity_id in self.base_ids:
+            behind = position - self.last_start[entity_id]
+            single = len(self.mentions[entity_id]) == 1
+            if (distance is not None and behind > distance) or (
+                singleton_distance is not None and single and behind > singleton_distance
+            ):
+                leaving.append(entity_id)
+        if not leaving:
+            return []
+        gone = set(leaving)
+        keep = [row for row, entity_id in enumerate(self.base_ids) if entity_id not in gone]
+        rows = torch.tensor(keep, dtype=torch.long)
+        self.base_embeddings = self.base_embeddings.index_select(0, rows) if keep else None
+        self.base_projections = self.base_projections.index_select(0, rows) if keep else None
+        self.base_ids = [self.base_ids[row] for row in keep]
+        self.active -= gone
+        self.evicted.extend(leaving)
+        return leaving
+
+    def clusters(self, min_size: int = 2) -> list[list[Span]]:
+        """Every entity (active or evicted) with at least ``min_size`` mentions, mentions sorted."""
+        found = [sorted(mentions) for mentions in self.mentions.values() if len(mentions) >= min_size]
+        return sorted(found)
+
+
+@dataclass
+class IncrementalOutput:
+    """What the model did with one document."""
+
+    clusters: list[list[Span]]  # entities with two or more mentions (subtoken spans)
+    loss: float | None  # training objective summed over the document (None at inference without gold)
+    memory: EntityMemory
+    kept_spans: list[Span]
+
+
+class GoldAntecedents:
+    """For each gold mention, the earlier mentions of its cluster (most recent first)."""
+
+    def __init__(self, document: DocumentTensors) -> None:
+        spans = list(zip(document.gold_starts.tolist(), document.gold_ends.tolist(), strict=True))
+        self.cluster_of: dict[Span, int] = dict(zip(spans, document.gold_cluster_ids.tolist(), strict=True))
+        by_cluster: dict[int, list[Span]] = {}
+        for span in sorted(spans):
+            by_cluster.setdefault(self.cluster_of[span], []).append(span)
+        self.earlier: dict[Span, list[Span]] = {}
+        for mentions in by_cluster.values():
+            for index, span in enumerate(mentions):
+                self.earlier[span] = mentions[:index][::-1]
+
+    def is_gold(self, span: Span) -> bool:
+        return span in self.cluster_of
+
+    def target_ids(self, span: Span, memory: EntityMemory, all_antecedents: bool) -> list[int]:
+        """Ids of the gold entities for ``span`` (empty: the new-entity option is gold).
+
+        ``latest_antecedent``: the entity holding the most recent earlier gold mention,
+        if that mention was kept and its entity is still active. ``all_antecedents``:
+        every active entity holding an earlier gold mention, most recent first.
+        """
+        found: list[int] = []
+        for antecedent in self.earlier.get(span, []):
+            entity_id = memory.entity_of_span.get(antecedent)
+            if entity_id is not None and entity_id in memory.active and entity_id not in found:
+                found.append(entity_id)
+            if not all_antecedents:
+                break
+        return found
+
+
+class IncrementalCorefModel(nn.Module):
+    """Encoder, the baseline's span and pair scorers, and the entity update network."""
+
+    def __init__(self, config: IncrementalConfig, encoder: SegmentEncoder) -> None:
+        super().__init__()
+        self.config = config
+        self.encoder = encoder
+        self.span_scorer = SpanScorer(config, encoder.hidden_size)
+        self.span_dim = self.span_scorer.span_dim
+        self.pair_scorer = PairScorer(config, self.span_dim)
+        # alpha = sigmoid(FFNN([e; m])): one hidden layer, ReLU (new, not in the baseline).
+        self.alpha = FFNN(2 * self.span_dim, config.alpha_hidden_size, 1, 1, config.dropout_rate)
+        if not config.finetune_encoder:
+            self.encoder.requires_grad_(False)
+
+    def task_modules(self) -> list[nn.Module]:
+        """Every module but the encoder (the task parameters)."""
+        return [module for name, module in self.named_children() if name != "encoder"]
+
+    def train(self, mode: bool = True) -> IncrementalCorefModel:
+        """As ``nn.Module.train``, but a frozen encoder stays in evaluation mode (no dropout)."""
+        super().train(mode)
+        if not self.config.finetune_encoder:
+            self.encoder.eval()
+        return self
+
+    # ---------------------------------------------------------------- pieces
+    def encode_segment(self, document: DocumentTensors, index: int) -> torch.Tensor:
+        """One segment's subtoken representations: ``[segment_len, H]``."""
+        ids = document.input_ids[index : index + 1]
+        mask = document.attention_mask[index : index + 1]
+        if self.config.finetune_encoder and self.training:
+            return self.encoder(ids, mask)
+        with torch.no_grad():
+            return self.encoder(ids, mask)
+
+    def segment_spans(
+        self, document: DocumentTensors, hidden: torch.Tensor, offset: int
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Kept spans of one segment: local starts, ends ``[k]``, embeddings ``[k, D]``, mention scores ``[k]``."""
+        length = hidden.shape[0]
+        window = slice(offset, offset + length)
+        if self.config.word_boundary_spans:
+            starts, ends = candidate_spans(
+                document.sentence_map[window],
+                self.config.max_span_width,
+                document.word_start[window],
+                document.word_end[window],
+            )
+        else:
+            starts, ends = candidate_spans(document.sentence_map[window], self.config.max_span_width)
+        if starts.numel() == 0:
+            empty = torch.zeros(0, dtype=torch.long)
+            return empty, empty, hidden.new_zeros(0, self.span_dim), hidden.new_zeros(0)
+        width_features = self.span_scorer.width_features(starts, ends)  # [candidates, F]
+        scores = self.span_scorer.score_candidates(hidden, starts, ends, width_features)  # [candidates]
+        k = max(1, min(int(length * self.config.top_span_ratio), starts.shape[0]))
+        kept = prune_spans(scores, starts, ends, k)  # [k], sorted by (start, end)
+        embeddings = self.span_scorer.span_embeddings(hidden, starts[kept], ends[kept], width_features[kept])
+        return starts[kept], ends[kept], embeddings, scores[kept]
+
+    def pair_scores(
+        self,
+        memory: EntityMemory,
+        mention: torch.Tensor,
+        start: int,
+        genre: int,
+        weights: tuple[torch.Tensor, ...] | None = None,
+        mention_projection: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """PAIRSCORE(m, e) for every column of ``memory.columns()``, superseded ones -inf: ``[num_columns]``.
+
+        ``weights``: the pair scorer's ``first_layer_parts()``, split once per segment;
+        ``mention_projection``: the mention's target projection ``[ffnn]``.
+        """
+        weights = weights or self.pair_scorer.first_layer_parts()
+        if mention_projection is None:
+            mention_projection = self.pair_scorer.project_targets(mention[None], weights)[0]
+        context = (memory, mention, mention_projection, start, genre, weights)
+        parts = []
+        if memory.base_ids:
+            scores = self._score_against(
+                memory.base_embeddings, memory.base_projections, memory.base_ids, *context
+            )  # [num_base]
+            if memory.superseded:
+                hidden = torch.zeros(len(memory.base_ids), dtype=torch.bool)
+                hidden[list(memory.superseded)] = True
+                scores = scores.masked_fill(hidden, float("-inf"))
+            parts.append(scores)
+        if memory.fresh_ids:
+            embeddings = torch.stack(memory.fresh_embeddings)  # [num_fresh, D]
+            projections = torch.stack(memory.fresh_projections)  # [num_fresh, ffnn]
+            parts.append(self._score_against(embeddings, projections, memory.fresh_ids, *context))
+        return torch.cat(parts)
+
+    def _score_against(
+        self,
+        entities: torch.Tensor,
+        projections: torch.Tensor,
+        ids: list[int],
+        memory: EntityMemory,
+        mention: torch.Tensor,
+        mention_projection: torch.Tensor,
+        start: int,
+        genre: int,
+        weights: tuple[torch.Tensor, ...],
+    ) -> torch.Tensor:
+        distance = torch.tensor([[abs(start - memory.last_start[entity_id]) for entity_id in ids]])  # [1, E]
+        features = self.pair_scorer.features(None, genre, bucket_distance(distance), torch.zeros_like(distance))
+        index = torch.arange(len(ids)).unsqueeze(0)  # [1, E]
+        return self.pair_scorer.scores(
+            mention.unsqueeze(0),
+            entities,
+            index,
+            features,
+            candidate_projection=projections,
+            parts=weights,
+            target_projection=mention_projection.unsqueeze(0),
+        ).squeeze(0)  # [E]
+
+    def update_weight(self, entity: torch.Tensor, mention: torch.Tensor, size: int) -> torch.Tensor | float:
+        """UPDATE's ``a`` in ``e <- a e + (1 - a) m``: ``sigmoid(FFNN([e; m]))``, or ``size / (size + 1)`` (mean).
+
+        The pair scorer's candidate projection is linear, so it updates with the same ``a``.
+        """
+        if self.config.update == "mean":
+            return size / (size + 1)
+        return torch.sigmoid(self.alpha(torch.cat([entity, mention]))).squeeze(0)  # scalar
+
+    def resolve_spans(
+        self,
+        memory: EntityMemory,
+        starts: Sequence[int],
+        ends: Sequence[int],
+        embeddings: torch.Tensor,
+        mention_scores: torch.Tensor,
+        genre: int,
+        gold: GoldAntecedents | None = None,
+        train: bool = False,
+    ) -> torch.Tensor | None:
+        """Greedy decisions for spans in order (global subtoken offsets); the summed loss when ``train``."""
+        config = self.config
+        weights = self.pair_scorer.first_layer_parts()
+        target_projections = self.pair_scorer.project_targets(embeddings, weights)  # [k, ffnn]
+        candidate_projections = self.pair_scorer.project_candidates(embeddings, weights)  # [k, ffnn]
+        loss = None
+        for index, span in enumerate(zip(starts, ends, strict=True)):
+            is_gold = gold is not None and gold.is_gold(span)
+            if train and not is_gold and config.negative_sample_rate < 1.0:
+                if float(torch.rand(())) >= config.negative_sample_rate:
+                    continue  # a non-gold span left out of this training pass
+            mention = embeddings[index]  # [D]
+            if len(memory) == 0:
+                memory.add(mention, candidate_projections[index], span)
+                continue
+            scores = self.pair_scores(memory, mention, span[0], genre, weights, target_projections[index])
+            scores = scores + mention_scores[index]  # [columns]
+            logits = torch.cat([scores.new_full((1,), config.threshold), scores])  # [columns + 1], 0 = new entity
+            columns = memory.columns()
+            choice = int(logits.detach().argmax())
+            if train and gold is not None:
+                targets = gold.target_ids(span, memory, config.loss == "all_antecedents")
+                column_of = {entity_id: column for column, entity_id in enumerate(columns) if entity_id in targets}
+                # An updated base entity appears twice; its fresh column (the later one) wins.
+                gold_columns = [column_of[entity_id] + 1 for entity_id in targets] or [0]
+                span_loss = torch.logsumexp(logits, 0) - torch.logsumexp(logits[gold_columns], 0)
+                loss = span_loss if loss is None else loss + span_loss
+                if config.teacher_forcing_rate > 0 and float(torch.rand(())) < config.teacher_forcing_rate:
+                    choice = gold_columns[0]
+            if choice == 0:
+                memory.add(mention, candidate_projections[index], span)
+            else:
+                entity_id = columns[choice - 1]
+                entity, projection = memory.embedding(entity_id)  # [D], [ffnn]
+                alpha = self.update_weight(entity, mention, len(memory.mentions[entity_id]))
+                memory.update(
+                    entity_id,
+                    alpha * entity + (1 - alpha) * mention,
+                    alpha * projection + (1 - alpha) * candidate_projections[index],
+                    span,
+                )
+        return loss
+
+    # ---------------------------------------------------------------- forward
+    def forward(
+        self,
+        document: DocumentTensors,
+        segment_hidden: Callable[[int], torch.Tensor] | None = None,
+        train: bool = False,
+    ) -> IncrementalOutput:
+        """Read the document segment by segment.
+
+        With ``train`` the loss of each segment is backpropagated at its end
+        (gradients accumulate; the caller steps the optimiser once per document).
+        ``segment_hidden(i)`` may supply segment ``i``'s encoder output (a cache
+        for a frozen encoder).
+        """
+        config = self.config
+        memory = EntityMemory()
+        gold = GoldAntecedents(document) if train else None
+        lengths = document.attention_mask.sum(dim=1).tolist()  # [num_segments]
+        total_loss: float | None = 0.0 if train else None
+        kept_spans: list[Span] = []
+        offset = 0
+        for index, length in enumerate(lengths):
+            hidden = segment_hidden(index) if segment_hidden is not None else self.encode_segment(document, index)
+            starts, ends, embeddings, mention_scores = self.segment_spans(document, hidden, offset)  # [k] each
+            global_starts = (starts + offset).tolist()
+            global_ends = (ends + offset).tolist()
+            kept_spans.extend(zip(global_starts, global_ends, strict=True))
+            loss = self.resolve_spans(
+                memory, global_starts, global_ends, embeddings, mention_scores, document.genre, gold, train
+            )
+            if loss is not None:
+                if train and loss.requires_grad:
+                    loss.backward()
+                total_loss += float(loss.detach())
+            offset += length
+            memory.evict(offset, config.evict_singleton_distance, config.evict_distance)
+        return IncrementalOutput(memory.clusters(), total_loss, memory, kept_spans)
+
+
+def copy_baseline_weights(model: IncrementalCorefModel, baseline_state: dict[str, torch.Tensor]) -> list[str]:
+    """Copy the encoder, span scorer and pair scorer weights from a baseline state dict, by name.
+
+    Returns the names copied. A weight of another shape is an error naming it and
+    both shapes; the update network (``alpha``) is new and stays as initialised.
+    """
+    own = model.state_dict()
+    copied = []
+    mismatched = []
+    missing = []
+    for name, tensor in own.items():
+        if not name.startswith(("encoder.", "span_scorer.", "pair_scorer.")):
+            continue
+        if name not in baseline_state:
+            missing.append(name)
+            continue
+        if baseline_state[name].shape != tensor.shape:
+            mismatched.append(f"{name}: baseline {tuple(baseline_state[name].shape)}, configured {tuple(tensor.shape)}")
+            continue
+        copied.append(name)
+    if mismatched or missing:
+        details = "; ".join(mismatched + [f"{name}: not in the baseline" for name in missing])
+        raise ValueError(f"the baseline's weights do not fit the incremental model's configuration ({details})")
+    with torch.no_grad():
+        for name in copied:
+            own[name].copy_(baseline_state[name])
+    logger.info("Copied %d weights from the baseline; the update network is new", len(copied))
+    return copied

@@ -1,0 +1,222 @@
+"""The scorers both models share: the span scorer (g and s_m) and the fine pair scorer.
+
+Their parameter names are those of the original ``independent.py`` under a
+``span_scorer.`` or ``pair_scorer.`` prefix, so the incremental model takes the
+baseline's trained weights by name.
+
+Two computations are rearranged without changing their value (tests compare
+them with the direct form):
+
+* the mention FFNN's first layer is linear in the parts of g = [h_start; h_end;
+  width; head], so it is computed per token and summed per span, and the head
+  attention uses prefix sums, instead of materialising every candidate's g;
+* the pair FFNN's first layer is split the same way: the target and candidate
+  parts are projected once per span, only the product part is computed per pair.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from coref_pipeline.models.layers import FFNN, Dropout, init_weights
+from coref_pipeline.models.spans import span_attention_explicit, span_attention_sums
+
+if TYPE_CHECKING:
+    from coref_pipeline.models.config import BaselineConfig, IncrementalConfig
+
+    ScorerConfig = BaselineConfig | IncrementalConfig
+
+NUM_DISTANCE_BUCKETS = 10
+SPAN_SCORER_MODULES = (
+    "span_width_embeddings",
+    "mention_word_attn",
+    "mention_scores",
+    "span_width_prior_embeddings",
+    "width_scores",
+)
+PAIR_SCORER_MODULES = (
+    "same_speaker_emb",
+    "genre_embeddings",
+    "antecedent_distance_emb",
+    "segment_distance_embeddings",
+    "slow_antecedent_scores",
+)
+
+
+def _initialise(module: nn.Module) -> None:
+    for child in module.modules():
+        init_weights(child)
+
+
+class SpanScorer(nn.Module):
+    """Span representation g = [h_start; h_end; width; head] and mention score s_m (with the width prior)."""
+
+    def __init__(self, config: ScorerConfig, hidden_size: int) -> None:
+        super().__init__()
+        self.config = config
+        feature = config.feature_size
+        self.dropout = Dropout(config.dropout_rate)
+        self.span_width_embeddings = nn.Embedding(config.max_span_width, feature)
+        self.mention_word_attn = nn.Linear(hidden_size, 1)
+        self.span_dim = (
+            2 * hidden_size + (feature if config.use_features else 0) + (hidden_size if config.model_heads else 0)
+        )
+        self.mention_scores = FFNN(self.span_dim, config.ffnn_size, config.ffnn_depth, 1, config.dropout_rate)
+        self.span_width_prior_embeddings = nn.Embedding(config.max_span_width, feature)
+        self.width_scores = FFNN(feature, config.ffnn_size, config.ffnn_depth, 1, config.dropout_rate)
+        _initialise(self)
+
+    def width_features(self, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+        """The (dropped-out) width embedding of each span: ``[spans, F]``."""
+        return self.dropout(self.span_width_embeddings(ends - starts))
+
+    def score_candidates(
+        self, hidden: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, width_features: torch.Tensor
+    ) -> torch.Tensor:
+        """Mention scores of every candidate without building their g: ``[num_candidates]``."""
+        h = hidden.shape[1]
+        first = self.mention_scores.hidden[0]
+        parts = [h, h] + ([width_features.shape[1]] if self.config.use_features else [])
+        parts += [h] if self.config.model_heads else []
+        weights = first.weight.split(parts, dim=1)  # each [ffnn, part]
+        pre = (hidden @ weights[0].T).index_select(0, starts) + (hidden @ weights[1].T).index_select(0, ends)
+        pre = pre + first.bias  # [spans, ffnn]
+        if self.config.use_features:
+            pre = pre + width_features @ weights[2].T
+        if self.config.model_heads:
+            logits = self.mention_word_attn(hidden).squeeze(1)  # [n]
+            heads = span_attention_sums(logits, hidden, starts, ends)  # [spans, H]
+            pre = pre + heads @ weights[-1].T
+        scores = self.mention_scores.from_first_layer(pre).squeeze(1)  # [spans]
+        if self.config.use_prior:
+            width_prior = self.width_scores(self.span_width_prior_embeddings.weight).squeeze(1)  # [W]
+            scores = scores + width_prior[ends - starts]
+        return scores
+
+    def span_embeddings(
+        self, hidden: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, width_features: torch.Tensor
+    ) -> torch.Tensor:
+        """g = [h_start; h_end; width; head] for a few spans: ``[spans, span_dim]``."""
+        parts = [hidden[starts], hidden[ends]]
+        if self.config.use_features:
+            parts.append(width_features)
+        if self.config.model_heads:
+            logits = self.mention_word_attn(hidden).squeeze(1)  # [n]
+            parts.append(span_attention_explicit(logits, hidden, starts, ends, self.config.max_span_width))
+        return torch.cat(parts, dim=1)
+
+
+class PairScorer(nn.Module):
+    """The fine FFNN over [g_i; g_j; g_i * g_j; phi] (i the target, j the candidate) and phi's embeddings."""
+
+    def __init__(self, config: ScorerConfig, span_dim: int) -> None:
+        super().__init__()
+        self.config = config
+        feature = config.feature_size
+        self.dropout = Dropout(config.dropout_rate)
+        self.same_speaker_emb = nn.Embedding(2, feature)
+        self.genre_embeddings = nn.Embedding(len(config.genres), feature)
+        self.antecedent_distance_emb = nn.Embedding(NUM_DISTANCE_BUCKETS, feature)
+        self.segment_distance_embeddings = nn.Embedding(config.max_training_sentences, feature)
+        self.feature_size = feature * (
+            2 * int(config.use_metadata) + int(config.use_features) + int(config.use_segment_distance)
+        )
+        self.span_dim = span_dim
+        self.slow_antecedent_scores = FFNN(
+            3 * span_dim + self.feature_size, config.ffnn_size, config.ffnn_depth, 1, config.dropout_rate
+        )
+        _initialise(self)
+
+    def features(
+        self,
+        same_speaker: torch.Tensor | None,
+        genre: int,
+        distance_buckets: torch.Tensor,
+        segment_distance: torch.Tensor,
+    ) -> torch.Tensor | None:
+        """phi = [same speaker; genre; distance bucket; segment distance]: ``[k, c, features]``.
+
+        ``same_speaker`` None puts zeros in the speaker slot (entities have no speaker).
+        """
+        k, c = distance_buckets.shape
+        features = []
+        if self.config.use_metadata:
+            if same_speaker is None:
+                features.append(distance_buckets.new_zeros((k, c, self.config.feature_size), dtype=torch.float))
+            else:
+                features.append(self.same_speaker_emb(same_speaker.long()))
+            features.append(self.genre_embeddings.weight[genre].expand(k, c, -1))
+        if self.config.use_features:
+            features.append(self.antecedent_distance_emb(distance_buckets))
+        if self.config.use_segment_distance:
+            features.append(self.segment_distance_embeddings(segment_distance))
+        if not features:
+            return None
+        return self.dropout(torch.cat(features, dim=2))  # [k, c, features]
+
+    def first_layer_parts(self) -> tuple[torch.Tensor, ...]:
+        """The first layer's weight split into target, candidate, product (and feature) parts.
+
+        A caller scoring many times in one graph splits once and passes the parts
+        on: every split adds a full-size gradient copy to the backward pass.
+        """
+        d = self.span_dim
+        sizes = [d, d, d] + ([self.feature_size] if self.feature_size else [])
+        return self.slow_antecedent_scores.hidden[0].weight.split(sizes, dim=1)  # each [ffnn, part]
+
+    def project_candidates(
+        self, candidates: torch.Tensor, parts: tuple[torch.Tensor, ...] | None = None
+    ) -> torch.Tensor:
+        """The candidate part of the first layer, ``[N, ffnn]``; reusable while the candidates do not change."""
+        return candidates @ (parts or self.first_layer_parts())[1].T
+
+    def project_targets(self, targets: torch.Tensor, parts: tuple[torch.Tensor, ...] | None = None) -> torch.Tensor:
+        """The target part of the first layer with its bias: ``[k, ffnn]``."""
+        return targets @ (parts or self.first_layer_parts())[0].T + self.slow_antecedent_scores.hidden[0].bias
+
+    def scores(
+        self,
+        targets: torch.Tensor,
+        candidates: torch.Tensor,
+        index: torch.Tensor,
+        features: torch.Tensor | None,
+        candidate_projection: torch.Tensor | None = None,
+        parts: tuple[torch.Tensor, ...] | None = None,
+        target_projection: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """FFNN([t_i; c_j; t_i * c_j; phi_ij]) for ``j = index[i, :]``: ``[k, c]``.
+
+        ``targets`` is ``[k, D]``, ``candidates`` ``[N, D]``, ``index`` ``[k, c]`` into the candidates.
+        ``candidate_projection`` (``project_candidates``) and ``target_projection``
+        (``project_targets``) may be passed when already computed.
+        """
+        weights = parts or self.first_layer_parts()
+        if candidate_projection is None:
+            candidate_projection = self.project_candidates(candidates, weights)  # [N, ffnn]
+        if target_projection is None:
+            target_projection = self.project_targets(targets, weights)  # [k, ffnn]
+        k, c = index.shape
+        flat = index.reshape(-1)  # [k * c]
+        target_part = target_projection
+        similarity = targets.unsqueeze(1) * candidates.index_select(0, flat).view(k, c, -1)  # [k, c, D]
+        pre = target_part.unsqueeze(1) + candidate_projection.index_select(0, flat).view(k, c, -1)
+        pre = pre + similarity @ weights[2].T  # [k, c, ffnn]
+        if features is not None:
+            pre = pre + features @ weights[3].T
+        return self.slow_antecedent_scores.from_first_layer(pre).squeeze(2)  # [k, c]
+
+
+def upgrade_version_1_names(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Weights saved before the scorers were modules (format 1) under today's names."""
+    upgraded = {}
+    for name, tensor in state_dict.items():
+        head = name.split(".", 1)[0]
+        if head in SPAN_SCORER_MODULES:
+            name = f"span_scorer.{name}"
+        elif head in PAIR_SCORER_MODULES:
+            name = f"pair_scorer.{name}"
+        upgraded[name] = tensor
+    return upgraded

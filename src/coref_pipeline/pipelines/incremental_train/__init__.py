@@ -1,0 +1,5 @@
+"""The ``incremental_train`` pipeline."""
+
+from .pipeline import create_pipeline
+
+__all__ = ["create_pipeline"]

@@ -1,0 +1,234 @@
+"""The incremental model: initialisation from the baseline, decisions, eviction, gold targets, memory."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from coref_pipeline.models.baseline import BaselineCorefModel
+from coref_pipeline.models.config import ConfigError, IncrementalConfig
+from coref_pipeline.models.incremental import (
+    EntityMemory,
+    GoldAntecedents,
+    IncrementalCorefModel,
+    copy_baseline_weights,
+)
+from coref_pipeline.models.spans import bucket_distance
+
+from .tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
+
+
+def incremental_config(**overrides) -> IncrementalConfig:
+    baseline = tiny_config().to_dict()
+    return IncrementalConfig.from_baseline(baseline, {"dropout_rate": 0.0, **overrides})
+
+
+def test_initialisation_copies_the_baseline_scorers_exactly():
+    torch.manual_seed(1)
+    baseline = BaselineCorefModel(tiny_config(), tiny_encoder(seed=1))
+    torch.manual_seed(2)  # a different random start, so equal tensors mean copied ones
+    model = IncrementalCorefModel(incremental_config(), tiny_encoder(seed=2))
+    alpha_before = {k: v.clone() for k, v in model.alpha.state_dict().items()}
+    copied = copy_baseline_weights(model, baseline.state_dict())
+    source = baseline.state_dict()
+    expected = [n for n in model.state_dict() if n.startswith(("encoder.", "span_scorer.", "pair_scorer."))]
+    assert sorted(copied) == sorted(expected)
+    for prefix in ("span_scorer.", "pair_scorer."):
+        names = [n for n in expected if n.startswith(prefix)]
+        assert names, prefix
+        for name in names:
+            assert torch.equal(model.state_dict()[name], source[name]), name
+    assert any(n.startswith("span_scorer.mention_scores.") for n in copied)
+    assert "pair_scorer.slow_antecedent_scores.hidden.0.weight" in copied
+    # The update network is new: untouched by the copy.
+    for name, tensor in model.alpha.state_dict().items():
+        assert torch.equal(tensor, alpha_before[name])
+
+
+def test_a_baseline_of_other_sizes_is_a_clear_error():
+    baseline = tiny_config(ffnn_size=24).to_dict()
+    with pytest.raises(ConfigError, match=r"ffnn_size: baseline 24, configured 40"):
+        IncrementalConfig.from_baseline(baseline, {"ffnn_size": 40})
+    model = IncrementalCorefModel(incremental_config(ffnn_size=24), tiny_encoder())
+    other = BaselineCorefModel(tiny_config(ffnn_size=40), tiny_encoder())
+    with pytest.raises(ValueError, match=r"pair_scorer\.slow_antecedent_scores\.hidden\.0\.weight: baseline \(40, "):
+        copy_baseline_weights(model, other.state_dict())
+    with pytest.raises(ConfigError, match="unknown incremental model key"):
+        IncrementalConfig.from_baseline(baseline, {"treshold": 1.0})
+
+
+def test_pair_scores_are_the_fine_ffnn_over_mention_entity_product_and_features():
+    torch.manual_seed(0)
+    model = IncrementalCorefModel(incremental_config(), tiny_encoder()).eval()
+    d = model.span_dim
+    memory = EntityMemory()
+    for start in (0, 7, 30):
+        embedding = torch.randn(d)
+        memory.add(embedding, model.pair_scorer.project_candidates(embedding[None])[0], (start, start))
+    memory.consolidate()
+    mention = torch.randn(d)
+    with torch.no_grad():
+        fast = model.pair_scores(memory, mention, 40, genre=2)
+        entities = memory.base_embeddings  # [3, D]
+        distance = bucket_distance(torch.tensor([40, 33, 10]))
+        scorer = model.pair_scorer
+        features = torch.cat(
+            [
+                torch.zeros(3, model.config.feature_size),  # no speaker for entities
+                scorer.genre_embeddings.weight[2].expand(3, -1),
+                scorer.antecedent_distance_emb(distance),
+                scorer.segment_distance_embeddings(torch.zeros(3, dtype=torch.long)),
+            ],
+            dim=1,
+        )
+        pair = torch.cat([mention.expand(3, -1), entities, mention * entities, features], dim=1)
+        direct = scorer.slow_antecedent_scores(pair).squeeze(1)
+    torch.testing.assert_close(fast, direct, rtol=1e-4, atol=1e-5)
+
+
+def fixed_alpha(model: IncrementalCorefModel, alpha: float) -> None:
+    """Make the update network output a constant: a = sigmoid(logit(alpha))."""
+    with torch.no_grad():
+        model.alpha.output.weight.zero_()
+        model.alpha.output.bias.fill_(torch.logit(torch.tensor(alpha)).item())
+
+
+def cosine_scores(memory: EntityMemory, mention: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+    """A hand-built PAIRSCORE: 10 cos(m, e) - 5 (attach when alike), superseded columns -inf."""
+    columns = []
+    for row in range(len(memory.base_ids)):
+        if row in memory.superseded:
+            columns.append(torch.tensor(float("-inf")))
+        else:
+            columns.append(10 * torch.cosine_similarity(mention, memory.base_embeddings[row], dim=0) - 5)
+    for embedding in memory.fresh_embeddings:
+        columns.append(10 * torch.cosine_similarity(mention, embedding, dim=0) - 5)
+    return torch.stack(columns)
+
+
+def test_greedy_decisions_on_a_hand_built_case(monkeypatch):
+    model = IncrementalCorefModel(
+        incremental_config(evict_distance=10**9, evict_singleton_distance=10**9), tiny_encoder()
+    )
+    model.eval()
+    fixed_alpha(model, 0.25)
+    monkeypatch.setattr(model, "pair_scores", cosine_scores)
+    d = model.span_dim
+    a, b, c = torch.zeros(d), torch.zeros(d), torch.zeros(d)
+    a[0], b[1], c[2] = 1.0, 1.0, 1.0
+    a_variant = a.clone()
+    a_variant[3] = 0.5  # cos(a, a_variant) = 0.89: attaches to a
+    spans = [(0, 0), (2, 3), (5, 5), (7, 7), (9, 10), (12, 12)]
+    embeddings = torch.stack([a, b, a_variant, c, b, a])  # [6, D]
+    memory = EntityMemory()
+    with torch.no_grad():
+        # Two "segments": the second starts from consolidated (base) entities.
+        model.resolve_spans(memory, [0, 2, 5], [0, 3, 5], embeddings[:3], torch.zeros(3), genre=0)
+        memory.consolidate()
+        model.resolve_spans(memory, [7, 9, 12], [7, 10, 12], embeddings[3:], torch.zeros(3), genre=0)
+    assert memory.clusters() == [[(0, 0), (5, 5), (12, 12)], [(2, 3), (9, 10)]]
+    assert len(memory.mentions) == 3  # a, b, c; c stays a singleton (not in the output)
+    # e <- a e + (1 - a) m with a = 0.25: a then a_variant then a.
+    expected = 0.25 * (0.25 * a + 0.75 * a_variant) + 0.75 * a
+    entity, _ = memory.embedding(memory.entity_of_span[(0, 0)])
+    torch.testing.assert_close(entity, expected)
+    # The threshold decides new entities: above every score, nothing attaches.
+    high = IncrementalCorefModel(incremental_config(threshold=100.0), tiny_encoder()).eval()
+    monkeypatch.setattr(high, "pair_scores", cosine_scores)
+    memory = EntityMemory()
+    with torch.no_grad():
+        high.resolve_spans(memory, [s for s, _ in spans], [e for _, e in spans], embeddings, torch.zeros(6), genre=0)
+    assert memory.clusters() == []
+
+
+def test_mean_update_is_the_running_mean():
+    model = IncrementalCorefModel(incremental_config(update="mean"), tiny_encoder())
+    assert model.update_weight(torch.zeros(3), torch.zeros(3), size=1) == pytest.approx(0.5)
+    assert model.update_weight(torch.zeros(3), torch.zeros(3), size=3) == pytest.approx(0.75)
+
+
+def memory_with(entities: list[tuple[int, int]]) -> EntityMemory:
+    """Entities given as (last mention start, number of mentions)."""
+    memory = EntityMemory()
+    for index, (last, size) in enumerate(entities):
+        spans = [(last - (size - 1 - k), 100_000 + 10 * index + k) for k in range(size)]  # last starts at `last`
+        entity_id = memory.add(torch.full((4,), float(index)), torch.zeros(2), spans[0])
+        for span in spans[1:]:
+            memory.update(entity_id, torch.full((4,), float(index)), torch.zeros(2), span)
+    memory.consolidate()
+    return memory
+
+
+def test_eviction_removes_exactly_the_entities_the_policy_names():
+    # position 2000: singletons more than 600 behind go, any entity more than 1200 behind goes.
+    entities = [(1500, 1), (1399, 1), (1401, 1), (900, 3), (799, 3), (801, 2), (1990, 1)]
+    memory = memory_with(entities)
+    gone = memory.evict(2000, singleton_distance=600, distance=1200)
+    assert sorted(gone) == [1, 4]  # 601 behind with one mention; 1201 behind with three
+    assert memory.base_ids == [0, 2, 3, 5, 6]
+    assert memory.base_embeddings[:, 0].tolist() == [0.0, 2.0, 3.0, 5.0, 6.0]
+    # Evicted entities keep their mentions for the output.
+    assert len(memory.mentions[4]) == 3 and 4 in memory.evicted and 4 not in memory.active
+    # null switches a rule off.
+    memory = memory_with(entities)
+    assert memory.evict(2000, singleton_distance=None, distance=None) == []
+    memory = memory_with(entities)
+    assert sorted(memory.evict(2000, singleton_distance=None, distance=1200)) == [4]
+
+
+def test_gold_targets_latest_and_all_antecedents():
+    document = tiny_tensors(make_document(num_segments=1), tiny_config())
+    document.gold_starts = torch.tensor([1, 3, 5, 7])
+    document.gold_ends = torch.tensor([1, 3, 5, 7])
+    document.gold_cluster_ids = torch.tensor([1, 1, 1, 2])
+    gold = GoldAntecedents(document)
+    memory = EntityMemory()
+    first = memory.add(torch.zeros(2), torch.zeros(2), (1, 1))
+    second = memory.add(torch.zeros(2), torch.zeros(2), (3, 3))  # wrongly a new entity
+    assert gold.target_ids((5, 5), memory, all_antecedents=False) == [second]
+    assert gold.target_ids((5, 5), memory, all_antecedents=True) == [second, first]
+    assert gold.target_ids((1, 1), memory, all_antecedents=False) == []  # first mention: new entity
+    assert gold.target_ids((7, 7), memory, all_antecedents=True) == []  # its cluster has no earlier mention
+    assert gold.target_ids((2, 2), memory, all_antecedents=True) == []  # not a gold mention
+    # The most recent antecedent evicted (or missed): the new-entity option is gold.
+    memory.consolidate()
+    memory.last_start[second] = -5000
+    memory.evict(0, singleton_distance=600, distance=None)
+    assert gold.target_ids((5, 5), memory, all_antecedents=False) == []
+    assert gold.target_ids((5, 5), memory, all_antecedents=True) == [first]
+
+
+def test_active_entities_stay_bounded_on_a_long_document():
+    # A threshold above every score: each span is a new entity, the worst case for memory.
+    config = incremental_config(evict_singleton_distance=20, evict_distance=40, top_span_ratio=0.5, threshold=1e6)
+    model = IncrementalCorefModel(config, tiny_encoder()).eval()
+    peaks = {}
+    for segments in (4, 24):
+        document = tiny_tensors(make_document(num_segments=segments, seed=segments), config)
+        with torch.no_grad():
+            output = model(document)
+        peaks[segments] = output.memory.max_active
+        assert len(output.memory.active) <= peaks[segments]
+    # Eviction bounds the active list: six times the text, the same ceiling (a segment holds 16 subtokens).
+    assert peaks[24] <= 3 * 16
+    unbounded = IncrementalCorefModel(
+        incremental_config(evict_singleton_distance=None, evict_distance=None, top_span_ratio=0.5, threshold=1e6),
+        tiny_encoder(),
+    ).eval()
+    with torch.no_grad():
+        output = unbounded(tiny_tensors(make_document(num_segments=24, seed=24), config))
+    assert output.memory.max_active == len(output.kept_spans) > 3 * peaks[24]
+
+
+def test_training_backpropagates_per_segment_and_detaches():
+    torch.manual_seed(0)
+    model = IncrementalCorefModel(incremental_config(), tiny_encoder())
+    model.train()
+    assert not model.encoder.training  # a frozen encoder stays in evaluation mode
+    document = tiny_tensors(make_document(num_segments=3), model.config)
+    output = model(document, train=True)
+    assert output.loss > 0
+    grads = [p.grad for p in model.pair_scorer.parameters() if p.requires_grad]
+    assert any(g is not None and g.abs().sum() > 0 for g in grads)
+    assert all(p.grad is None for p in model.encoder.parameters())
+    assert output.memory.base_embeddings is None or not output.memory.base_embeddings.requires_grad

@@ -1,0 +1,97 @@
+"""Training the incremental model: overfitting, save/load, resume after a kill, the pipeline's nodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from coref_pipeline.models.baseline import BaselineCorefModel
+from coref_pipeline.models.config import IncrementalConfig, TrainingConfig
+from coref_pipeline.pipelines.incremental_train.nodes import build_incremental, fit_incremental
+from coref_pipeline.predict import TrainedModel, score_predictions
+from coref_pipeline.training import latest_checkpoint, seed_everything
+
+from .models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
+
+DOCUMENTS = [make_document(f"nw/d{i}_0", seed=i, num_segments=3) for i in range(3)]
+
+
+def fresh_incremental(seed: int = 13, **overrides) -> TrainedModel:
+    """An incremental model built from a (random) tiny baseline, as the pipeline builds it."""
+    seed_everything(seed)
+    baseline_config = tiny_config(top_span_ratio=0.8, max_span_width=3)
+    baseline = TrainedModel(
+        "baseline", BaselineCorefModel(baseline_config, tiny_encoder(seed, hidden=64)), tiny_hf_tokenizer()
+    )
+    values = {"top_span_ratio": 0.8, "dropout_rate": 0.0, **overrides}
+    return build_incremental(baseline, IncrementalConfig.from_baseline(baseline_config.to_dict(), values))
+
+
+def training_config(**overrides) -> TrainingConfig:
+    values = dict(
+        seed=13,
+        num_epochs=60,
+        task_learning_rate=3e-3,
+        gradient_clip=10.0,
+        eval_frequency=1000,
+        report_frequency=10,
+        checkpoint_frequency=1000,
+        remove_singletons=False,
+    )
+    values.update(overrides)
+    return TrainingConfig(**values)
+
+
+def fit(trained: TrainedModel, work_dir: Path, config: TrainingConfig, **kwargs) -> TrainedModel:
+    return fit_incremental(trained, DOCUMENTS, DOCUMENTS, config, work_dir, "start", **kwargs)
+
+
+def test_overfits_a_few_documents(tmp_path):
+    config = training_config(num_epochs=25, task_learning_rate=1e-2)
+    trained = fit(fresh_incremental(top_span_ratio=1.0), tmp_path, config)
+    predictions = trained.predict_documents(DOCUMENTS, progress=False)
+    assert trained.model_type == "incremental"
+    assert 100 * score_predictions(predictions, remove_singletons=False).conll_f1 >= 90
+
+
+def test_save_then_load_gives_identical_predictions(tmp_path):
+    trained = fresh_incremental(threshold=-0.5)  # random weights; some spans attach
+    trained.save(tmp_path / "model")
+    loaded = TrainedModel.load(tmp_path / "model")
+    assert loaded.model_type == "incremental" and loaded.config == trained.config
+    some_cluster = False
+    for document in DOCUMENTS:
+        a, b = trained.tensorize(document), loaded.tensorize(document)
+        clusters = trained.predict_tensors(a)
+        assert clusters == loaded.predict_tensors(b)
+        some_cluster |= bool(clusters)
+    assert some_cluster
+    for name, tensor in trained.model.state_dict().items():
+        assert torch.equal(tensor, loaded.model.state_dict()[name]), name
+
+
+def final_weights(work_dir: Path, interrupt_after_step: int | None = None, seed: int = 13) -> dict[str, torch.Tensor]:
+    config = training_config(num_epochs=2, checkpoint_frequency=1, eval_frequency=2)
+    fit(
+        fresh_incremental(seed, negative_sample_rate=0.5, teacher_forcing_rate=0.3, dropout_rate=0.2),
+        work_dir,
+        config,
+        interrupt_after_step=interrupt_after_step,
+    )
+    return load_file(latest_checkpoint(work_dir) / "model.safetensors")
+
+
+def test_a_killed_run_resumes_to_the_same_weights(tmp_path):
+    # Sampling, teacher forcing and dropout all draw random numbers: the RNG state must resume too.
+    uninterrupted = final_weights(tmp_path / "a")
+    with pytest.raises(KeyboardInterrupt):
+        final_weights(tmp_path / "b", interrupt_after_step=4)
+    assert latest_checkpoint(tmp_path / "b").name == "step-0000004"
+    resumed = final_weights(tmp_path / "b", seed=99)  # a new process builds the model afresh
+    assert uninterrupted.keys() == resumed.keys()
+    for name in uninterrupted:
+        assert torch.equal(uninterrupted[name], resumed[name]), name
+    assert not torch.equal(uninterrupted["alpha.output.weight"], fresh_incremental().model.alpha.output.weight)

@@ -1,0 +1,127 @@
+"""DVC drives the Kedro pipelines: repro, no-op rerun, exact invalidation, metrics diff, push and pull.
+
+Runs in a temporary git + DVC copy of the repository on the embedded sample,
+with training cut to a few steps so that it fits in CI.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .paths import PROJECT_ROOT
+
+ALL_STAGES = {
+    "preprocess",
+    "segment",
+    "coref_train",
+    "incremental_train",
+    "evaluate@baseline",
+    "evaluate@incremental",
+}
+
+
+def run(command: list[str], cwd: Path, timeout: int = 1200) -> str:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.update(
+        {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    )
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
+    assert result.returncode == 0, f"{command}:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return result.stdout + result.stderr
+
+
+def stages_run(output: str) -> set[str]:
+    return set(re.findall(r"Running stage '([^']+)'", output))
+
+
+def edit_yaml(path: Path, change) -> None:
+    data = yaml.safe_load(path.read_text())
+    change(data)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def short_training(data: dict, steps: int) -> None:
+    data["coref_train"]["overrides"] = {"max_steps": steps, "eval_frequency": steps}
+
+
+@pytest.fixture(scope="module")
+def repository(tmp_path_factory) -> Path:
+    """The tracked files of the project in a new git repository, training cut short."""
+    root = tmp_path_factory.mktemp("dvc") / "repo"
+    files = subprocess.run(["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True)
+    for name in files.stdout.splitlines():
+        source = PROJECT_ROOT / name
+        if not source.is_file() or name.startswith(("data/08_reporting/", "dvc.lock")):
+            continue
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, root / name)
+    conf = root / "conf" / "base"
+    edit_yaml(conf / "parameters_segment.yml", lambda d: d["segment"].update(max_segment_lens=[384]))
+    edit_yaml(conf / "parameters_coref_train.yml", lambda d: short_training(d, 3))
+    edit_yaml(
+        conf / "parameters_incremental_train.yml",
+        lambda d: d["incremental_train"]["training"].update(max_steps=2, eval_frequency=2),
+    )
+    run(["git", "init", "-q"], root)
+    run(["git", "add", "-A"], root)
+    run(["git", "commit", "-qm", "copy"], root)
+    return root
+
+
+def test_repro_rerun_invalidation_metrics_diff_push_and_pull(repository, tmp_path):
+    first = run(["dvc", "repro"], repository)
+    assert stages_run(first) == ALL_STAGES
+    for model in ("baseline", "incremental"):
+        assert (repository / "data" / "06_models" / model / "model.safetensors").is_file()
+        assert (repository / "data" / "08_reporting" / f"metrics_{model}_test.json").is_file()
+
+    second = run(["dvc", "repro"], repository)
+    assert stages_run(second) == set(), second
+    assert "up to date" in run(["dvc", "status"], repository)
+    run(["git", "add", "-A"], repository)
+    run(["git", "commit", "-qm", "first run"], repository)
+
+    # One coref_train parameter: exactly coref_train and what depends on it re-run.
+    edit_yaml(repository / "conf" / "base" / "parameters_coref_train.yml", lambda d: short_training(d, 14))
+    third = run(["dvc", "repro"], repository)
+    assert stages_run(third) == {"coref_train", "incremental_train", "evaluate@baseline", "evaluate@incremental"}
+
+    diff = json.loads(run(["dvc", "metrics", "diff", "--json"], repository).strip().splitlines()[-1])
+    changed = {
+        path: values["conll_f1"]
+        for path, values in diff.items()
+        if "conll_f1" in values and values["conll_f1"].get("diff")
+    }
+    assert "data/08_reporting/coref_train_dev_metrics.json" in changed, diff
+    text = run(["dvc", "metrics", "diff"], repository)
+    assert "conll_f1" in text and "coref_train_dev_metrics.json" in text
+
+    # Share through a local remote; a fresh clone gets every output without recomputing.
+    remote = tmp_path / "remote"
+    run(["dvc", "remote", "add", "-d", "local", str(remote)], repository)
+    run(["git", "add", "-A"], repository)
+    run(["git", "commit", "-qm", "second run"], repository)
+    run(["dvc", "push"], repository)
+    clone = tmp_path / "clone"
+    run(["git", "clone", "-q", str(repository), str(clone)], tmp_path)
+    assert not (clone / "data" / "06_models" / "baseline").exists()
+    run(["dvc", "pull"], clone)
+    for path in (
+        "data/06_models/baseline/model.safetensors",
+        "data/06_models/incremental/model.safetensors",
+        "data/03_primary/jsonlines/test.english.384.jsonlines",
+        "data/07_model_output/incremental.test.jsonlines",
+    ):
+        assert (clone / path).is_file(), path
+        assert (clone / path).read_bytes() == (repository / path).read_bytes(), path
+    assert "up to date" in run(["dvc", "status"], clone)
+    assert stages_run(run(["dvc", "repro"], clone)) == set()

@@ -1,0 +1,42 @@
+"""`kedro viz build`: a static site whose API JSON lists every pipeline and node."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+from kedro.framework.project import configure_project
+
+from .paths import PROJECT_ROOT
+
+
+def test_static_site_lists_every_pipeline_and_node(tmp_path):
+    root = tmp_path / "project"
+    root.mkdir()
+    for name in ("pyproject.toml", ".telemetry"):
+        shutil.copy(PROJECT_ROOT / name, root / name)
+    shutil.copytree(PROJECT_ROOT / "conf" / "base", root / "conf" / "base")
+    (root / "conf" / "local").mkdir()
+    shutil.copytree(PROJECT_ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    command = [sys.executable, "-m", "kedro", "viz", "build"]
+    result = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+
+    api = root / "build" / "api"
+    main = json.loads((api / "main").read_text())
+    configure_project("coref_pipeline")
+    from coref_pipeline.pipeline_registry import register_pipelines
+
+    expected = register_pipelines()
+    assert {p["id"] for p in main["pipelines"]} == set(expected)
+    assert set(expected) >= {"preprocess", "segment", "coref_train", "incremental_train", "evaluate", "__default__"}
+    task_names = {node["name"] for node in main["nodes"] if node["type"] == "task"}
+    every_node = {node.name for pipeline in expected.values() for node in pipeline.nodes}
+    assert task_names == every_node
+    for name, pipeline in expected.items():
+        listed = json.loads((api / "pipelines" / name).read_text())
+        names = {node["name"] for node in listed["nodes"] if node["type"] == "task"}
+        assert names == {node.name for node in pipeline.nodes}, name
+    assert (root / "build" / "index.html").is_file()

@@ -58,4 +58,9 @@ def test_no_predicted_clusters_scores_0_and_a_missing_document_is_an_error(gold_
 
 def test_pipeline_has_each_model_and_split():
     names = {node.name for node in create_pipeline().nodes}
-    assert names == {"predict_baseline_test", "evaluate_baseline_dev", "evaluate_baseline_test"}
+    expected = set()
+    for model in ("baseline", "incremental"):
+        expected |= {f"predict_{model}_test", f"evaluate_{model}_dev", f"evaluate_{model}_test"}
+    assert names == expected
+    for node in create_pipeline().nodes:
+        assert node.tags == {node.name.split("_")[1]}  # one model per tag (dvc runs evaluate@<model>)

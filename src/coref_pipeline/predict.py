@@ -76,26 +76,27 @@ class TrainedModel:
     def predict_tensors(self, tensors: DocumentTensors) -> list[list[tuple[int, int]]]:
         """Predicted subtoken clusters of one document."""
         if self.model_type == "incremental":
-            was_training = self.model.training
-            self.model.eval()
-            with torch.no_grad():
-                clusters = self.model(tensors).clusters
-            self.model.train(was_training)
-            return clusters
+            return self._forward_for_inference(tensors).clusters
         if tensors.num_tokens > self.config.max_inference_subtokens:
             raise DocumentTooLongError(
                 f"document {tensors.doc_key!r} has {tensors.num_tokens} subtokens, more than the baseline's "
                 f"max_inference_subtokens={self.config.max_inference_subtokens}; use the incremental model, "
                 f"whose memory does not grow with length"
             )
-        was_training = self.model.training
-        self.model.eval()
-        with torch.no_grad():
-            output = self.model(tensors)
-        self.model.train(was_training)
+        output = self._forward_for_inference(tensors)
         return predicted_clusters(
             output.top_span_starts, output.top_span_ends, output.top_antecedents, output.top_antecedent_scores
         )
+
+    def _forward_for_inference(self, tensors: DocumentTensors) -> Any:
+        """The model's output in evaluation mode without gradients; the previous mode is restored."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                return self.model(tensors)
+        finally:
+            self.model.train(was_training)
 
     def predict_documents(
         self, documents: Iterable[dict[str, Any]], progress: bool = True, total: int | None = None

@@ -514,6 +514,14 @@ def tensors_fingerprint(tensors: dict[str, torch.Tensor]) -> str:
     return digest.hexdigest()
 
 
+def work_dir_from_params(params: dict[str, Any]) -> Path:
+    """A pipeline's ``work_dir``, emptied first when ``restart`` is set."""
+    work_dir = Path(params["work_dir"])
+    if params.get("restart") and work_dir.exists():
+        shutil.rmtree(work_dir)
+    return work_dir
+
+
 def prepare_work_dir(work_dir: Path, fingerprint: str) -> None:
     """Keep the work directory for a resume only if it belongs to the same run; else start afresh."""
     marker = work_dir / "run_fingerprint.txt"

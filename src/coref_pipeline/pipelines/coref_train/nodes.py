@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.predict import TrainedModel, dev_metrics
 from coref_pipeline.segmentation import load_tokenizer
-from coref_pipeline.training import Optimisers, build_optimisers, fit_model, seed_everything
+from coref_pipeline.training import Optimisers, build_optimisers, fit_model, seed_everything, work_dir_from_params
 
 logger = logging.getLogger(__name__)
 
@@ -92,9 +91,7 @@ def train_baseline(segmented: Mapping[str, Any], params: dict[str, Any]) -> Trai
     seed_everything(training.seed)
     train_documents = select_partition(segmented, "train", params["language"], model_config.max_segment_len)
     dev_documents = select_partition(segmented, "dev", params["language"], model_config.max_segment_len)
-    work_dir = Path(params["work_dir"])
-    if params.get("restart") and work_dir.exists():
-        shutil.rmtree(work_dir)
+    work_dir = work_dir_from_params(params)
     logger.info("Training %s on %d documents; dev %d", model_config.encoder, len(train_documents), len(dev_documents))
     model, tokenizer = build_baseline(model_config)
     log_params = {"preset": params["preset"], **model_config.to_dict(), **training.to_dict()}

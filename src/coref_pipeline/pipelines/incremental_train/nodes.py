@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from coref_pipeline.training import (
     fit_model,
     seed_everything,
     tensors_fingerprint,
+    work_dir_from_params,
 )
 
 logger = logging.getLogger(__name__)
@@ -99,9 +99,7 @@ def train_incremental(baseline: TrainedModel, segmented: Mapping[str, Any], para
     seed_everything(training.seed)
     train_documents = select_partition(segmented, "train", params["language"], config.max_segment_len)
     dev_documents = select_partition(segmented, "dev", params["language"], config.max_segment_len)
-    work_dir = Path(params["work_dir"])
-    if params.get("restart") and work_dir.exists():
-        shutil.rmtree(work_dir)
+    work_dir = work_dir_from_params(params)
     trained = build_incremental(baseline, config)
     logger.info("Training the incremental model on %d documents; dev %d", len(train_documents), len(dev_documents))
     log_params = {**config.to_dict(), **training.to_dict()}

@@ -35,7 +35,7 @@ from coref_pipeline.models.document import random_crop
 from coref_pipeline.pipelines.coref_train.nodes import build_baseline, fit_baseline, resolve_settings
 from coref_pipeline.pipelines.preprocess.nodes import preprocess_conll
 from coref_pipeline.pipelines.segment.nodes import segment_frame
-from coref_pipeline.predict import TrainedModel, score_predictions
+from coref_pipeline.predict import CorefModel, score_predictions
 from coref_pipeline.segmentation import load_tokenizer
 from coref_pipeline.training import build_optimisers, seed_everything
 
@@ -62,7 +62,7 @@ def peak_memory_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def inference_ratio(trained: TrainedModel, documents: list[dict]) -> dict[str, float]:
+def inference_ratio(trained: CorefModel, documents: list[dict]) -> dict[str, float]:
     """Seconds of full prediction vs the encoder alone on the same documents (best of 2)."""
     tensors = [trained.tensorize(document) for document in documents]
     trained.model.eval()
@@ -95,7 +95,7 @@ def throughput(splits: dict[str, list[dict]], steps: int) -> dict[str, float]:
     model_config, training = resolve_settings(params)
     seed_everything(training.seed)
     model, tokenizer = build_baseline(model_config)
-    trained = TrainedModel("baseline", model, tokenizer)
+    trained = CorefModel("baseline", model, tokenizer)
     tensors = [trained.tensorize(document) for document in splits["train"][: steps + 3]]
     task = [p for module in model.task_modules() for p in module.parameters()]
     optimisers = build_optimisers(model.encoder, task, training, 10_000)
@@ -141,7 +141,7 @@ def main() -> None:
         log_params = {"preset": "cpu_minilm", **model_config.to_dict(), **training.to_dict()}
         trained = fit_baseline(model, tokenizer, splits["train"], splits["dev"], training, WORK / "run", log_params)
         results["wall_minutes"] = (time.perf_counter() - started) / 60
-    trained = TrainedModel.load(WORK / "run" / "best")
+    trained = CorefModel.load(WORK / "run" / "best")
     state = json.loads((sorted((WORK / "run" / "checkpoints").glob("step-*"))[-1] / "state.json").read_text())
     train_state = state["train_state"]
     results["training_minutes"] = train_state["train_seconds"] / 60

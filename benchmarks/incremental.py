@@ -29,7 +29,7 @@ import yaml
 
 from coref_pipeline.models.config import IncrementalConfig, TrainingConfig
 from coref_pipeline.pipelines.incremental_train.nodes import build_incremental, fit_incremental
-from coref_pipeline.predict import TrainedModel, dev_metrics
+from coref_pipeline.predict import CorefModel, dev_metrics
 from coref_pipeline.training import seed_everything, tensors_fingerprint
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -39,7 +39,7 @@ WORK = ROOT / "data" / "benchmarks" / "incremental_litbank"
 BASELINE = ROOT / "data" / "benchmarks" / "baseline_litbank" / "run" / "best"
 
 
-def timed_test_metrics(model: TrainedModel, documents: list[dict]) -> dict[str, float]:
+def timed_test_metrics(model: CorefModel, documents: list[dict]) -> dict[str, float]:
     started = time.perf_counter()
     predictions = model.predict_documents(documents, total=len(documents))
     seconds = time.perf_counter() - started
@@ -78,13 +78,13 @@ def main() -> None:
     if unknown:
         sys.exit(f"unknown keys {sorted(unknown)}")
 
-    baseline = TrainedModel.load(args.baseline_dir)
+    baseline = CorefModel.load(args.baseline_dir)
     config = IncrementalConfig.from_baseline(baseline.config.to_dict(), model_values)
     training = TrainingConfig.from_dict(training_values)
     splits = segmented_litbank(baseline.config.tokenizer or baseline.config.encoder, config.max_segment_len)
     seed_everything(training.seed)
     start_fingerprint = tensors_fingerprint(baseline.model.state_dict())
-    trained = build_incremental(TrainedModel.load(args.baseline_dir), config)
+    trained = build_incremental(CorefModel.load(args.baseline_dir), config)
     started = time.perf_counter()
     best = fit_incremental(
         trained,

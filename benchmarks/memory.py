@@ -70,10 +70,10 @@ def worker(model_dir: str, document_path: str) -> None:
     """Load, tensorize, predict; print the memory figures as JSON (runs in a fresh process)."""
     import torch
 
-    from coref_pipeline.predict import TrainedModel
+    from coref_pipeline.predict import CorefModel
 
     torch.set_grad_enabled(False)
-    trained = TrainedModel.load(model_dir)
+    trained = CorefModel.load(model_dir)
     document = json.loads(Path(document_path).read_text())
     tensors = trained.tensorize(document)
     before = rss_mb()
@@ -103,9 +103,9 @@ def incremental_dir(baseline_dir: Path, requested: Path | None, scratch: Path) -
         return trained
     from coref_pipeline.models.config import IncrementalConfig
     from coref_pipeline.pipelines.incremental_train.nodes import build_incremental
-    from coref_pipeline.predict import TrainedModel
+    from coref_pipeline.predict import CorefModel
 
-    baseline = TrainedModel.load(baseline_dir)
+    baseline = CorefModel.load(baseline_dir)
     model = build_incremental(baseline, IncrementalConfig.from_baseline(baseline.config.to_dict(), {}))
     model.save(scratch / "incremental")
     return scratch / "incremental"
@@ -146,9 +146,9 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from baseline import segmented_litbank
 
-    from coref_pipeline.predict import TrainedModel
+    from coref_pipeline.predict import CorefModel
 
-    config = TrainedModel.load(args.baseline_dir).config
+    config = CorefModel.load(args.baseline_dir).config
     splits = segmented_litbank(config.tokenizer or config.encoder, config.max_segment_len)
     corpus = splits["test"] + splits["train"]
     rows = []

@@ -74,7 +74,7 @@ def test_conll_stats_json_and_errors(tmp_path, capsys):
 def test_predict_writes_clusters_and_a_conll_response(tmp_path):
     from coref_pipeline.conll import read_conll
     from coref_pipeline.models.baseline import BaselineCorefModel
-    from coref_pipeline.predict import TrainedModel
+    from coref_pipeline.predict import CorefModel
 
     from .models.tiny import tiny_config, tiny_encoder, tiny_hf_tokenizer
 
@@ -82,10 +82,10 @@ def test_predict_writes_clusters_and_a_conll_response(tmp_path):
     documents = tmp_path / "tiny.jsonlines"
     assert run(["minimize", str(TINY), str(documents), "--seg-len", "16"]) == 0
     model = BaselineCorefModel(tiny_config(max_segment_len=16), tiny_encoder())
-    TrainedModel("baseline", model, tiny_hf_tokenizer()).save(tmp_path / "model")
+    CorefModel("baseline", model, tiny_hf_tokenizer()).save(tmp_path / "model")
     output, response = tmp_path / "out.jsonlines", tmp_path / "response.conll"
     argv = ["predict", "--model", str(tmp_path / "model"), str(documents), str(output)]
-    assert run([*argv, "--gold-conll", str(TINY), "--response-conll", str(response)]) == 0
+    assert run([*argv, "--gold-conll", str(TINY), "--conll", str(response)]) == 0
     [predicted] = JsonLinesDataset(str(output)).load()
     assert "predicted_clusters" in predicted and predicted["doc_key"] == "bc/tiny/00/tiny_0000_0"
     [document] = read_conll(response, min_columns=1)
@@ -95,3 +95,133 @@ def test_predict_writes_clusters_and_a_conll_response(tmp_path):
 def test_predict_reports_a_missing_model(tmp_path, capsys):
     assert run(["predict", "--model", str(tmp_path / "none"), str(TINY), str(tmp_path / "o.jsonlines")]) == 2
     assert "not a coref-pipeline model directory" in capsys.readouterr().err
+
+
+PARAGRAPH = (
+    "Ada Lovelace met Charles Babbage in 1833; she was seventeen.  He showed her\n"
+    "his engine — “a thinking machine” — and she understood it.\n\n"
+    "Later, Ada wrote notes on it. Her notes were long!\n"
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_models(tmp_path_factory):
+    from .test_predict import save_tiny_models
+
+    return save_tiny_models(tmp_path_factory.mktemp("cli_models"), threshold=-1e4)
+
+
+def test_predict_on_a_text_file_writes_offsets_conll_and_html(tmp_path, tiny_models):
+    from coref_pipeline.conll import read_conll
+
+    _, incremental = tiny_models
+    source = tmp_path / "lovelace.txt"
+    source.write_text(PARAGRAPH, encoding="utf-8")
+    output, conll, view = tmp_path / "out.jsonl", tmp_path / "out.conll", tmp_path / "view.html"
+    argv = [
+        "predict",
+        "--model",
+        str(incremental),
+        str(source),
+        str(output),
+        "--conll",
+        str(conll),
+        "--html",
+        str(view),
+    ]
+    assert run(argv) == 0
+    [record] = JsonLinesDataset(str(output)).load()
+    assert record["doc_key"] == "lovelace" and record["text"] == PARAGRAPH
+    assert record["clusters"], "the tiny model predicted no cluster"
+    for chars, strings in zip(record["char_clusters"], record["mention_strings"], strict=True):
+        assert [PARAGRAPH[start:end] for start, end in chars] == strings
+    words = [word for sentence in record["sentences"] for word in sentence]
+    for (start, end), word in zip(record["word_spans"], words, strict=True):
+        assert PARAGRAPH[start:end] == word
+    [document] = read_conll(conll)
+    assert document.doc_key == "lovelace_0" and document.words == words  # document lovelace, part 0
+    assert sorted(map(sorted, document.clusters)) == sorted(
+        sorted(tuple(span) for span in cluster) for cluster in record["clusters"]
+    )
+    page = view.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "&#x27;" not in PARAGRAPH
+    assert page.count('class="coref-mention"') >= sum(len(cluster) for cluster in record["clusters"])
+    from .test_visualize import parse_view
+
+    assert "".join(parse_view(page).text) == PARAGRAPH
+
+
+def test_predict_on_text_and_sentence_records(tmp_path, tiny_models):
+    baseline, incremental = tiny_models
+    source = tmp_path / "docs.jsonl"
+    records = [
+        {"text": PARAGRAPH, "doc_key": "para", "genre": "bc"},
+        {"sentences": [["Ada", "wrote", "."], ["She", "smiled", "."]], "speakers": ["ada", "bob"]},
+        {"text": ""},
+    ]
+    source.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    for model in (baseline, incremental):
+        output = tmp_path / "out.jsonl"
+        assert run(["predict", "--model", str(model), str(source), str(output)]) == 0
+        written = JsonLinesDataset(str(output)).load()
+        assert [record["doc_key"] for record in written] == ["para", "docs/2", "docs/3"]
+        assert written[1]["sentences"] == [["Ada", "wrote", "."], ["She", "smiled", "."]]
+        assert written[1]["text"] == "Ada wrote .\nShe smiled ."
+        assert written[2]["clusters"] == [] and written[2]["sentences"] == []
+
+
+def test_predict_on_joshi_jsonlines_with_words_writes_conll_and_html(tmp_path, tiny_models):
+    from coref_pipeline.conll import read_conll
+
+    baseline, _ = tiny_models
+    documents = tmp_path / "tiny.jsonlines"
+    assert run(["minimize", str(TINY), str(documents), "--seg-len", "16"]) == 0
+    output, conll, view = tmp_path / "out.jsonlines", tmp_path / "out.conll", tmp_path / "out.html"
+    argv = ["predict", "--model", str(baseline), str(documents), str(output), "--conll", str(conll)]
+    assert run([*argv, "--html", str(view)]) == 0
+    [predicted] = JsonLinesDataset(str(output)).load()
+    [gold] = read_conll(TINY)
+    [written] = read_conll(conll)
+    from coref_pipeline.conll import normalize_word
+
+    assert written.words == [normalize_word(word) for word in gold.words]  # the words minimize.py keeps
+    assert written.doc_key == gold.doc_key
+    assert written.sentence_ids == gold.sentence_ids
+    assert "predicted_clusters" in predicted and view.is_file()
+
+
+@pytest.mark.parametrize(
+    ("content", "suffix", "message"),
+    [
+        ('{"text": "fine"}\n{"text": broken\n', ".jsonl", "in.jsonl:2: not valid JSON"),
+        ('{"text": "fine"}\n\n{"txt": "typo"}\n', ".jsonl", "in.jsonl:3: a record needs exactly one of"),
+        ('{"sentences": "Ada wrote."}\n', ".jsonl", "in.jsonl:1: 'sentences' must be a list of lists of words"),
+        (
+            '{"text": "a"}\n{"doc_key": "d", "sentences": [], "speakers": [], "sentence_map": [], "subtoken_map": []}\n',
+            ".jsonl",
+            "in.jsonl:2: the file mixes Joshi-format documents and text/sentence records",
+        ),
+        (
+            '{"doc_key": "d", "sentences": [], "subtoken_map": []}\n',
+            ".jsonl",
+            "in.jsonl:1: a Joshi-format document without ['speakers', 'sentence_map']",
+        ),
+        ("text", ".csv", "expected a .txt file or jsonlines"),
+    ],
+)
+def test_predict_input_errors_name_the_file_and_line(tmp_path, tiny_models, capsys, content, suffix, message):
+    source = tmp_path / f"in{suffix}"
+    source.write_text(content, encoding="utf-8")
+    assert run(["predict", "--model", str(tiny_models[1]), str(source), str(tmp_path / "o.jsonl")]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "o.jsonl").exists()
+
+
+def test_predict_too_long_for_the_baseline_is_a_clear_error(tmp_path, tiny_models, capsys):
+    source = tmp_path / "long.txt"
+    source.write_text("Ada wrote a note. " * 40, encoding="utf-8")
+    argv = ["predict", "--model", str(tiny_models[0]), str(source), str(tmp_path / "o.jsonl")]
+    assert run([*argv, "--max-subtokens", "50"]) == 2
+    error = capsys.readouterr().err
+    assert "max_inference_subtokens=50" in error and "use the incremental model" in error
+    assert run(["predict", "--model", str(tiny_models[1]), str(source), str(tmp_path / "o.jsonl")]) == 0

@@ -244,3 +244,25 @@ def test_document_stats(litbank_dir):
     stats = document_stats(read_conll(litbank_dir / "dev.conll"))
     # Figures from the corpus README.
     assert (stats["documents"], stats["words"], stats["mentions"], stats["entities"]) == (10, 20438, 3053, 776)
+
+
+def test_a_document_written_from_words_reads_back_with_its_clusters_and_speakers(tmp_path):
+    from coref_pipeline.conll import format_conll_document
+
+    sentences = [["Ada", "met", "her", "sister", "."], ["She", "smiled", "."]]
+    clusters = [[(0, 0), (2, 2), (5, 5)], [(2, 3), (6, 6)]]
+    speakers = ["Ada L.", "Ada L.", "Ada L.", "Ada L.", "Ada L.", "-", "-", "-"]
+    path = tmp_path / "doc.conll"
+    path.write_text(
+        format_conll_document("chapter_3", sentences, clusters, speakers)
+        + format_conll_document("plain", sentences, clusters[:1]),
+        encoding="utf-8",
+    )
+    first, second = read_conll(path)
+    assert first.doc_key == "chapter_3" and second.doc_key == "plain_0"
+    assert first.words == [w for s in sentences for w in s] and first.sentence_ids == [0] * 5 + [1] * 3
+    assert first.speakers[0] == "Ada_L." and first.speakers[-1] == "-"
+    assert sorted(map(sorted, first.clusters)) == sorted(map(sorted, clusters))
+    assert second.clusters == [[(0, 0), (2, 2), (5, 5)]]
+    with pytest.raises(ValueError, match="word 1 is 'two words'"):
+        format_conll_document("d", [["one", "two words"]], [])

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import IncrementalConfig, TrainingConfig
 from coref_pipeline.pipelines.incremental_train.nodes import build_incremental, fit_incremental
-from coref_pipeline.predict import TrainedModel, score_predictions
+from coref_pipeline.predict import CorefModel, score_predictions
 from coref_pipeline.training import latest_checkpoint, seed_everything
 
 from .models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
@@ -19,11 +19,11 @@ from .models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_token
 DOCUMENTS = [make_document(f"nw/d{i}_0", seed=i, num_segments=3) for i in range(3)]
 
 
-def fresh_incremental(seed: int = 13, **overrides) -> TrainedModel:
+def fresh_incremental(seed: int = 13, **overrides) -> CorefModel:
     """An incremental model built from a (random) tiny baseline, as the pipeline builds it."""
     seed_everything(seed)
     baseline_config = tiny_config(top_span_ratio=0.8, max_span_width=3)
-    baseline = TrainedModel(
+    baseline = CorefModel(
         "baseline", BaselineCorefModel(baseline_config, tiny_encoder(seed, hidden=64)), tiny_hf_tokenizer()
     )
     values = {"top_span_ratio": 0.8, "dropout_rate": 0.0, **overrides}
@@ -45,7 +45,7 @@ def training_config(**overrides) -> TrainingConfig:
     return TrainingConfig(**values)
 
 
-def fit(trained: TrainedModel, work_dir: Path, config: TrainingConfig, **kwargs) -> TrainedModel:
+def fit(trained: CorefModel, work_dir: Path, config: TrainingConfig, **kwargs) -> CorefModel:
     return fit_incremental(trained, DOCUMENTS, DOCUMENTS, config, work_dir, "start", **kwargs)
 
 
@@ -60,7 +60,7 @@ def test_overfits_a_few_documents(tmp_path):
 def test_save_then_load_gives_identical_predictions(tmp_path):
     trained = fresh_incremental(threshold=-0.5)  # random weights; some spans attach
     trained.save(tmp_path / "model")
-    loaded = TrainedModel.load(tmp_path / "model")
+    loaded = CorefModel.load(tmp_path / "model")
     assert loaded.model_type == "incremental" and loaded.config == trained.config
     some_cluster = False
     for document in DOCUMENTS:

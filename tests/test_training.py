@@ -11,7 +11,7 @@ import torch
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import TrainingConfig
 from coref_pipeline.pipelines.coref_train.nodes import fit_baseline
-from coref_pipeline.predict import TrainedModel, score_predictions
+from coref_pipeline.predict import CorefModel, score_predictions
 from coref_pipeline.training import epoch_order, latest_checkpoint, seed_everything, warmup_then_linear_decay
 
 from .models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
@@ -48,9 +48,9 @@ def test_overfits_a_few_documents(tmp_path):
 
 def test_save_then_load_gives_identical_predictions(tmp_path):
     model = fresh_model()
-    trained = TrainedModel("baseline", model, tiny_hf_tokenizer())
+    trained = CorefModel("baseline", model, tiny_hf_tokenizer())
     trained.save(tmp_path / "model")
-    loaded = TrainedModel.load(tmp_path / "model")
+    loaded = CorefModel.load(tmp_path / "model")
     assert json.loads((tmp_path / "model" / "coref_config.json").read_text())["model_type"] == "baseline"
     for document in DOCUMENTS:
         a, b = trained.tensorize(document), loaded.tensorize(document)

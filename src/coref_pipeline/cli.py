@@ -78,27 +78,55 @@ def _conll_stats(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    """Predict clusters for Joshi-format jsonlines with a trained model directory."""
-    from coref_pipeline.conll import ConllFormatError, write_conll_response
+    """Predict clusters with a trained model directory; write jsonlines, and a CoNLL file and an HTML view."""
+    from coref_pipeline.conll import ConllFormatError, atomic_write_text, format_conll_document, write_conll_response
     from coref_pipeline.datasets import JsonLinesDataset
-    from coref_pipeline.predict import DocumentTooLongError, TrainedModel, word_clusters
+    from coref_pipeline.inputs import read_predict_inputs
+    from coref_pipeline.predict import CorefModel, result_from_jsonlines, word_clusters
+    from coref_pipeline.segmentation import SegmentationError
+    from coref_pipeline.visualize import HtmlView
 
+    if args.gold_conll and not args.conll:
+        print("error: --gold-conll needs --conll (the response file to write)", file=sys.stderr)
+        return 2
     try:
-        model = TrainedModel.load(args.model)
-        documents = JsonLinesDataset(args.input).load()
-        predictions = model.predict_documents(documents, total=len(documents))
-    except (OSError, ValueError, KeyError, DocumentTooLongError) as error:
+        model = CorefModel.load(args.model, max_inference_subtokens=args.max_subtokens)
+        inputs = read_predict_inputs(args.input)
+        if inputs.kind == "jsonlines":
+            outputs = model.predict_documents(inputs.records, total=len(inputs.records))
+            results = (
+                [result_from_jsonlines(document) for document in outputs]
+                if args.html or (args.conll and not args.gold_conll)
+                else []
+            )
+        else:
+            if args.gold_conll:
+                print("error: --gold-conll is for Joshi-format input (text has no gold file)", file=sys.stderr)
+                return 2
+            results = list(model.predict_many(inputs.records, genre=args.genre))
+            outputs = [result.to_dict() for result in results]
+    except (OSError, ValueError, KeyError, SegmentationError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    JsonLinesDataset(args.output).save(predictions)
-    if args.gold_conll:
+    JsonLinesDataset(args.output).save(outputs)
+    logger.info("Wrote %d documents to %s", len(outputs), args.output)
+    if args.conll:
         try:
-            write_conll_response(
-                args.gold_conll, {d["doc_key"]: word_clusters(d) for d in predictions}, args.response_conll
-            )
+            if args.gold_conll:
+                clusters = {document["doc_key"]: word_clusters(document) for document in outputs}
+                write_conll_response(args.gold_conll, clusters, args.conll)
+            else:
+                text = "".join(
+                    format_conll_document(result.doc_key, result.sentences, result.clusters) for result in results
+                )
+                atomic_write_text(args.conll, text)
         except (OSError, ConllFormatError, KeyError, ValueError) as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
+        logger.info("Wrote CoNLL-2012 predictions to %s", args.conll)
+    if args.html:
+        HtmlView(results, title=f"coref-pipeline predict: {Path(args.input).name}").save(args.html)
+        logger.info("Wrote the HTML view to %s", args.html)
     return 0
 
 
@@ -147,12 +175,32 @@ def build_parser() -> argparse.ArgumentParser:
     stats.add_argument("--json", action="store_true", help="print JSON")
     stats.set_defaults(func=_conll_stats)
 
-    predict = subparsers.add_parser("predict", help="predicted clusters for jsonlines documents")
-    predict.add_argument("--model", required=True, help="a model directory (data/06_models/baseline)")
-    predict.add_argument("input", help="Joshi-format jsonlines")
-    predict.add_argument("output", help="jsonlines with predicted_clusters added")
-    predict.add_argument("--gold-conll", help="the CoNLL-2012 file the input came from (for --response-conll)")
-    predict.add_argument("--response-conll", help="write the predictions as a CoNLL-2012 response here")
+    predict = subparsers.add_parser(
+        "predict",
+        help="clusters for raw text, sentence records or jsonlines",
+        description=(
+            'INPUT: a .txt file (one document); a .jsonl of {"text": ...} or {"sentences": [[...]], '
+            '"speakers": ...} records (optional "genre", "doc_key"); or Joshi-format jsonlines. '
+            "OUTPUT: jsonlines, one record per document: for text and sentence records the words, sentences, "
+            "clusters as word spans (inclusive), char_clusters as character spans into the text (end "
+            "exclusive) and mention_strings; for Joshi-format input the document with predicted_clusters "
+            "(subtoken spans)."
+        ),
+    )
+    predict.add_argument("--model", required=True, help="a model directory (data/06_models/incremental)")
+    predict.add_argument("input", help="a .txt file, or a .jsonl / .jsonlines file")
+    predict.add_argument("output", help="the jsonlines file to write")
+    predict.add_argument("--conll", help="also write the predictions as a CoNLL-2012 file here")
+    predict.add_argument(
+        "--gold-conll", help="Joshi-format input: the CoNLL-2012 file it came from; --conll then follows its layout"
+    )
+    predict.add_argument("--html", help="also write an HTML view colouring each cluster's mentions here")
+    predict.add_argument("--genre", default="nw", help="genre of text records without one (default nw)")
+    predict.add_argument(
+        "--max-subtokens",
+        type=int,
+        help="the baseline's length limit (default: the model's max_inference_subtokens, 30000)",
+    )
     predict.set_defaults(func=_predict)
 
     hocon = subparsers.add_parser("import-hocon", help="an experiments.conf entry as a coref_train preset")

@@ -619,3 +619,42 @@ def document_stats(documents: Sequence[ConllDocument]) -> dict[str, object]:
         "longest_document": longest.doc_key if longest else None,
         "longest_document_words": len(longest.words) if longest else 0,
     }
+
+
+def format_conll_document(
+    doc_key: str,
+    sentences: Sequence[Sequence[str]],
+    clusters: Sequence[Sequence[Span]],
+    speakers: Sequence[str] | None = None,
+) -> str:
+    """One document in the CoNLL-2012 layout (12 columns), from words and word-level clusters.
+
+    A key ``NAME_N`` (as ``minimize.py`` builds them) is written as document NAME,
+    part N, so reading the file gives the same key; any other key is part 0.
+    Columns: document name, part, word number, word, then ``-`` for POS, parse,
+    lemma, frameset, sense, the word's speaker (``-`` if unknown), ``*`` for named
+    entities, and the coreference column. ``read_conll`` and the reference scorer read it.
+    """
+    match = re.fullmatch(r"(.+)_(\d+)", doc_key)
+    name, part = (match.group(1), int(match.group(2))) if match else (doc_key, 0)
+    if not name or any(ch.isspace() for ch in name):
+        raise ValueError(f"document key {doc_key!r}: a CoNLL document name has no whitespace")
+    num_words = sum(len(sentence) for sentence in sentences)
+    cells = format_coref_cells(clusters, num_words)
+    if speakers is not None and len(speakers) != num_words:
+        raise ValueError(f"document {doc_key!r}: {len(speakers)} speakers for {num_words} words")
+    lines = [f"#begin document ({name}); part {part:03d}"]
+    word = 0
+    for sentence in sentences:
+        for number, token in enumerate(sentence):
+            if not token or any(ch.isspace() for ch in token):
+                raise ValueError(f"document {doc_key!r}: word {word} is {token!r}; CoNLL words have no whitespace")
+            speaker = "_".join(speakers[word].split()) if speakers is not None else ""
+            speaker = speaker or "-"
+            lines.append(
+                "\t".join([name, str(part), str(number), token, "-", "-", "-", "-", "-", speaker, "*", cells[word]])
+            )
+            word += 1
+        lines.append("")
+    lines.append("#end document")
+    return "\n".join(lines) + "\n"

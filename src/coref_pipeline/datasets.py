@@ -99,9 +99,9 @@ class CorefModelDataset(AbstractDataset):
         self.metadata = metadata
 
     def load(self) -> Any:
-        from coref_pipeline.predict import TrainedModel
+        from coref_pipeline.predict import CorefModel
 
-        return TrainedModel.load(Path(self._path))
+        return CorefModel.load(Path(self._path))
 
     def save(self, data: Any) -> None:
         data.save(Path(self._path))

@@ -37,7 +37,7 @@ from coref_pipeline.conll import atomic_write_text
 from coref_pipeline.models.config import TrainingConfig
 from coref_pipeline.models.document import DocumentTensors, random_crop
 from coref_pipeline.models.serialization import atomic_save_tensors, atomic_write_json
-from coref_pipeline.predict import TrainedModel, score_predictions
+from coref_pipeline.predict import CorefModel, score_predictions
 
 logger = logging.getLogger(__name__)
 
@@ -424,7 +424,7 @@ def train_loop(
 
 # ------------------------------------------------------------------ a whole run
 def fit_model(
-    trained: TrainedModel,
+    trained: CorefModel,
     train_documents: list[dict[str, Any]],
     dev_documents: list[dict[str, Any]],
     training: TrainingConfig,
@@ -435,7 +435,7 @@ def fit_model(
     log_params: dict[str, Any] | None = None,
     interrupt_after_step: int | None = None,
     fingerprint_extra: str = "",
-) -> TrainedModel:
+) -> CorefModel:
     """Train with resume from ``work_dir``, select on dev; return the best-on-dev model.
 
     ``train_step`` runs forward and backward on one document; ``build_run_optimisers``
@@ -480,7 +480,7 @@ def fit_model(
             interrupt_after_step=interrupt_after_step,
         )
     logger.info("Best dev CoNLL F1 %.2f at step %d of %d", state.best_f1, state.best_step, state.global_step)
-    return TrainedModel.load(best_dir)
+    return CorefModel.load(best_dir)
 
 
 @contextmanager

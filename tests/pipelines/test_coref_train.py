@@ -12,7 +12,7 @@ from coref_pipeline.pipelines.coref_train.nodes import (
     train_baseline,
 )
 from coref_pipeline.pipelines.coref_train.pipeline import create_pipeline
-from coref_pipeline.predict import TrainedModel
+from coref_pipeline.predict import CorefModel
 
 from ..models.tiny import make_document, tiny_encoder, tiny_hf_tokenizer
 
@@ -63,7 +63,7 @@ def segmented():
 def test_train_predict_and_score(encoder_dir, tmp_path):
     params = params_for(encoder_dir, tmp_path / "work")
     model = train_baseline(segmented(), params)
-    assert isinstance(model, TrainedModel) and model.config.coref_depth == 2
+    assert isinstance(model, CorefModel) and model.config.coref_depth == 2
     assert (tmp_path / "work" / "best" / "model.safetensors").is_file()
     assert (tmp_path / "work" / "dvclive" / "metrics.json").is_file()
     predictions = predict_dev(model, segmented(), params)

@@ -12,7 +12,7 @@ from coref_pipeline.pipelines.incremental_train.nodes import (
     train_incremental,
 )
 from coref_pipeline.pipelines.incremental_train.pipeline import create_pipeline
-from coref_pipeline.predict import TrainedModel
+from coref_pipeline.predict import CorefModel
 
 from .test_coref_train import encoder_dir, params_for, segmented  # noqa: F401 (fixture)
 
@@ -54,7 +54,7 @@ def test_train_predict_and_score(baseline, tmp_path):
     assert [p["doc_key"] for p in predictions] == ["nw/dev0_0", "nw/dev1_0"]
     metrics = score_incremental_dev(predictions, params)
     assert 0 <= metrics["conll_f1"] <= 100 and set(metrics) >= {"muc_f1", "bcub_f1", "ceafe_f1"}
-    reloaded = TrainedModel.load(tmp_path / "incremental_run" / "best")
+    reloaded = CorefModel.load(tmp_path / "incremental_run" / "best")
     assert reloaded.model_type == "incremental"
 
 

@@ -13,7 +13,7 @@ from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import BaselineConfig, ConfigError, TrainingConfig
 from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
-from coref_pipeline.predict import TrainedModel, dev_metrics
+from coref_pipeline.predict import CorefModel, dev_metrics
 from coref_pipeline.segmentation import load_tokenizer
 from coref_pipeline.training import Optimisers, build_optimisers, fit_model, seed_everything, work_dir_from_params
 
@@ -55,12 +55,12 @@ def fit_baseline(
     work_dir: Path,
     log_params: dict[str, Any] | None = None,
     interrupt_after_step: int | None = None,
-) -> TrainedModel:
+) -> CorefModel:
     """Train with resume from ``work_dir``; return the best-on-dev model.
 
     With ``log_params`` the curves are logged with DVCLive under ``work_dir/dvclive``.
     """
-    trained = TrainedModel("baseline", model, tokenizer)
+    trained = CorefModel("baseline", model, tokenizer)
 
     def train_step(document: DocumentTensors) -> float:
         loss = model(document).loss
@@ -85,7 +85,7 @@ def fit_baseline(
     )
 
 
-def train_baseline(segmented: Mapping[str, Any], params: dict[str, Any]) -> TrainedModel:
+def train_baseline(segmented: Mapping[str, Any], params: dict[str, Any]) -> CorefModel:
     """Fine-tune the baseline on train, select on dev; resumes a killed run from ``work_dir``."""
     model_config, training = resolve_settings(params)
     seed_everything(training.seed)
@@ -98,7 +98,7 @@ def train_baseline(segmented: Mapping[str, Any], params: dict[str, Any]) -> Trai
     return fit_baseline(model, tokenizer, train_documents, dev_documents, training, work_dir, log_params)
 
 
-def predict_dev(model: TrainedModel, segmented: Mapping[str, Any], params: dict[str, Any]) -> list:
+def predict_dev(model: CorefModel, segmented: Mapping[str, Any], params: dict[str, Any]) -> list:
     """Dev predictions of the trained model."""
     documents = select_partition(segmented, "dev", params["language"], model.config.max_segment_len)
     return model.predict_documents(documents, total=len(documents))

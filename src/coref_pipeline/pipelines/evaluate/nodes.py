@@ -12,12 +12,12 @@ from coref_pipeline.conll import format_conll_response, parse_conll_lines
 from coref_pipeline.datasets import ConllFile, select_partition
 from coref_pipeline.evaluation.breakdown import breakdown_table, document_info, document_table, f1_by_length_figure
 from coref_pipeline.evaluation.scoring import score_documents
-from coref_pipeline.predict import TrainedModel, word_clusters
+from coref_pipeline.predict import CorefModel, word_clusters
 
 logger = logging.getLogger(__name__)
 
 
-def predict_test(model: TrainedModel, segmented: Mapping[str, Any], params: dict[str, Any]) -> list:
+def predict_test(model: CorefModel, segmented: Mapping[str, Any], params: dict[str, Any]) -> list:
     """Test predictions of a trained model (at its segment length)."""
     documents = select_partition(segmented, "test", params["language"], model.config.max_segment_len)
     return model.predict_documents(documents, total=len(documents))

@@ -13,7 +13,7 @@ from coref_pipeline.datasets import select_partition
 from coref_pipeline.models.config import ConfigError, IncrementalConfig, TrainingConfig
 from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.incremental import IncrementalCorefModel, copy_baseline_weights
-from coref_pipeline.predict import TrainedModel, dev_metrics
+from coref_pipeline.predict import CorefModel, dev_metrics
 from coref_pipeline.training import (
     Optimisers,
     build_optimisers,
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 
 
 def resolve_incremental_settings(
-    baseline: TrainedModel, params: Mapping[str, Any]
+    baseline: CorefModel, params: Mapping[str, Any]
 ) -> tuple[IncrementalConfig, TrainingConfig]:
     """The incremental model's configuration (the baseline's sizes plus ``model``) and its training's."""
     if baseline.model_type != "baseline":
@@ -37,15 +37,15 @@ def resolve_incremental_settings(
     return config, training
 
 
-def build_incremental(baseline: TrainedModel, config: IncrementalConfig) -> TrainedModel:
+def build_incremental(baseline: CorefModel, config: IncrementalConfig) -> CorefModel:
     """The incremental model with the baseline's encoder, span scorer and pair scorer weights (by name)."""
     model = IncrementalCorefModel(config, baseline.model.encoder)
     copy_baseline_weights(model, baseline.model.state_dict())
-    return TrainedModel("incremental", model, baseline.tokenizer)
+    return CorefModel("incremental", model, baseline.tokenizer)
 
 
 def fit_incremental(
-    trained: TrainedModel,
+    trained: CorefModel,
     train_documents: list[dict[str, Any]],
     dev_documents: list[dict[str, Any]],
     training: TrainingConfig,
@@ -54,7 +54,7 @@ def fit_incremental(
     cache_encoder_outputs: bool = True,
     log_params: dict[str, Any] | None = None,
     interrupt_after_step: int | None = None,
-) -> TrainedModel:
+) -> CorefModel:
     """Train whole documents segment by segment (one optimiser step per document); resume from ``work_dir``.
 
     A frozen encoder's outputs do not change, so with ``cache_encoder_outputs``
@@ -93,7 +93,7 @@ def fit_incremental(
     )
 
 
-def train_incremental(baseline: TrainedModel, segmented: Mapping[str, Any], params: dict[str, Any]) -> TrainedModel:
+def train_incremental(baseline: CorefModel, segmented: Mapping[str, Any], params: dict[str, Any]) -> CorefModel:
     """Initialise from the baseline, train on train, select on dev; resumes a killed run from ``work_dir``."""
     config, training = resolve_incremental_settings(baseline, params)
     seed_everything(training.seed)
@@ -115,7 +115,7 @@ def train_incremental(baseline: TrainedModel, segmented: Mapping[str, Any], para
     )
 
 
-def predict_incremental_dev(model: TrainedModel, segmented: Mapping[str, Any], params: dict[str, Any]) -> list:
+def predict_incremental_dev(model: CorefModel, segmented: Mapping[str, Any], params: dict[str, Any]) -> list:
     """Dev predictions of the trained incremental model."""
     documents = select_partition(segmented, "dev", params["language"], model.config.max_segment_len)
     return model.predict_documents(documents, total=len(documents))

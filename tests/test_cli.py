@@ -225,3 +225,12 @@ def test_predict_too_long_for_the_baseline_is_a_clear_error(tmp_path, tiny_model
     error = capsys.readouterr().err
     assert "max_inference_subtokens=50" in error and "use the incremental model" in error
     assert run(["predict", "--model", str(tiny_models[1]), str(source), str(tmp_path / "o.jsonl")]) == 0
+
+
+def test_predict_html_on_jsonlines_without_words_is_refused_before_predicting(tmp_path, tiny_models, capsys):
+    documents = tmp_path / "tiny.jsonlines"
+    assert run(["minimize", str(TINY), str(documents), "--seg-len", "16", "--no-tokens"]) == 0
+    argv = ["predict", "--model", str(tiny_models[0]), str(documents), str(tmp_path / "o.jsonl")]
+    assert run([*argv, "--html", str(tmp_path / "v.html")]) == 2
+    assert "without the 'tokens' field" in capsys.readouterr().err and not (tmp_path / "o.jsonl").exists()
+    assert run([*argv, "--gold-conll", str(TINY), "--conll", str(tmp_path / "r.conll")]) == 0

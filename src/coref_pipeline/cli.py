@@ -93,12 +93,17 @@ def _predict(args: argparse.Namespace) -> int:
         model = CorefModel.load(args.model, max_inference_subtokens=args.max_subtokens)
         inputs = read_predict_inputs(args.input)
         if inputs.kind == "jsonlines":
+            needs_words = bool(args.html or (args.conll and not args.gold_conll))
+            without_words = [document["doc_key"] for document in inputs.records if "tokens" not in document]
+            if needs_words and without_words:
+                print(
+                    f"error: {args.input}: documents without the 'tokens' field (the words), needed for --html "
+                    f"and for --conll without --gold-conll: {without_words[:3]}",
+                    file=sys.stderr,
+                )
+                return 2
             outputs = model.predict_documents(inputs.records, total=len(inputs.records))
-            results = (
-                [result_from_jsonlines(document) for document in outputs]
-                if args.html or (args.conll and not args.gold_conll)
-                else []
-            )
+            results = [result_from_jsonlines(document) for document in outputs] if needs_words else []
         else:
             if args.gold_conll:
                 print("error: --gold-conll is for Joshi-format input (text has no gold file)", file=sys.stderr)

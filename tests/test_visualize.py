@@ -88,6 +88,7 @@ def test_page_and_notebook_view(tmp_path):
     assert page.startswith("<!DOCTYPE html>") and page.count('class="coref-doc"') == 2
     assert view._repr_html_().count('class="coref-mention"') == 4
     assert result._repr_html_().count('class="coref-mention"') == 2
+    assert result._repr_html_().startswith("<style>")  # boxes need the style in a notebook too
     colours = cluster_colours(30)
     assert len(set(colours)) == 30
 

@@ -81,9 +81,9 @@ class CorefResult:
         return record
 
     def _repr_html_(self) -> str:
-        from coref_pipeline.visualize import html_document
+        from coref_pipeline.visualize import HtmlView
 
-        return html_document(self)
+        return HtmlView([self])._repr_html_()
 
 
 MODEL_TYPES = {

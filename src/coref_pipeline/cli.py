@@ -83,7 +83,6 @@ def _predict(args: argparse.Namespace) -> int:
     from coref_pipeline.datasets import JsonLinesDataset
     from coref_pipeline.inputs import read_predict_inputs
     from coref_pipeline.predict import CorefModel, result_from_jsonlines, word_clusters
-    from coref_pipeline.segmentation import SegmentationError
     from coref_pipeline.visualize import HtmlView
 
     if args.gold_conll and not args.conll:
@@ -110,7 +109,7 @@ def _predict(args: argparse.Namespace) -> int:
                 return 2
             results = list(model.predict_many(inputs.records, genre=args.genre))
             outputs = [result.to_dict() for result in results]
-    except (OSError, ValueError, KeyError, SegmentationError) as error:
+    except (OSError, ValueError, KeyError) as error:  # DocumentTooLongError, SegmentationError are ValueErrors
         print(f"error: {error}", file=sys.stderr)
         return 2
     JsonLinesDataset(args.output).save(outputs)

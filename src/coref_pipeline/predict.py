@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -156,12 +157,18 @@ class CorefModel:
         )
 
     def _forward_for_inference(self, tensors: DocumentTensors) -> Any:
-        """The model's output in evaluation mode without gradients; the previous mode is restored."""
+        """The model's output in evaluation mode without gradients."""
+        with self._evaluation_mode():
+            return self.model(tensors)
+
+    @contextmanager
+    def _evaluation_mode(self) -> Iterator[None]:
+        """Evaluation mode without gradients; the previous mode is restored, even on error."""
         was_training = self.model.training
         self.model.eval()
         try:
             with torch.no_grad():
-                return self.model(tensors)
+                yield
         finally:
             self.model.train(was_training)
 
@@ -272,15 +279,10 @@ class CorefModel:
         ends = last_subtoken[[end for _, (_, end) in mentions]]  # [num_mentions]
         ends = torch.minimum(ends, starts + self.config.max_span_width - 1)
         scorer = self.model.span_scorer
-        was_training = self.model.training
-        self.model.eval()
-        try:
-            with torch.no_grad():
-                hidden = self.model.encoder(tensors.input_ids, tensors.attention_mask)  # [n, H]
-                width_features = scorer.width_features(starts, ends)  # [num_mentions, F]
-                embeddings = scorer.span_embeddings(hidden, starts, ends, width_features)  # [num_mentions, D]
-        finally:
-            self.model.train(was_training)
+        with self._evaluation_mode():
+            hidden = self.model.encoder(tensors.input_ids, tensors.attention_mask)  # [n, H]
+            width_features = scorer.width_features(starts, ends)  # [num_mentions, F]
+            embeddings = scorer.span_embeddings(hidden, starts, ends, width_features)  # [num_mentions, D]
         cluster_ids = np.array([index for index, _ in mentions], dtype=np.int64)
         return embeddings.numpy(), cluster_ids
 
@@ -383,11 +385,8 @@ def result_from_split(
     A cluster left with fewer than two mentions (two subtoken spans of the same
     words) is not a coreference cluster and is left out.
     """
-    ordered = sorted(
-        (sorted({(int(start), int(end)) for start, end in cluster}) for cluster in clusters),
-        key=lambda cluster: cluster[0] if cluster else (-1, -1),
-    )
-    ordered = [cluster for cluster in ordered if len(cluster) >= 2]
+    distinct = (sorted({(int(start), int(end)) for start, end in cluster}) for cluster in clusters)
+    ordered = sorted((cluster for cluster in distinct if len(cluster) >= 2), key=lambda cluster: cluster[0])
     spans = split.word_spans
     char_clusters = [[(spans[start][0], spans[end][1]) for start, end in cluster] for cluster in ordered]
     return CorefResult(

@@ -85,12 +85,16 @@ def _close_tag(mention: tuple[int, int, int]) -> str:
     return f"<sub>{mention[2]}</sub></span>"
 
 
+def html_documents(results: Sequence[CorefResult]) -> str:
+    """Every document's view, one after the other (needs ``_STYLE`` around it)."""
+    return "\n".join(html_document(result) for result in results)
+
+
 def html_page(results: Sequence[CorefResult], title: str = "coref-pipeline predictions") -> str:
     """A self-contained HTML page with every document's view."""
-    body = "\n".join(html_document(result) for result in results)
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
-        f"{_STYLE}</head>\n<body>\n{body}\n</body></html>\n"
+        f"{_STYLE}</head>\n<body>\n{html_documents(results)}\n</body></html>\n"
     )
 
 
@@ -102,7 +106,7 @@ class HtmlView:
         self.title = title
 
     def _repr_html_(self) -> str:
-        return _STYLE + "\n".join(html_document(result) for result in self.results)
+        return _STYLE + html_documents(self.results)
 
     def save(self, path: Any) -> None:
         from coref_pipeline.conll import atomic_write_text

@@ -29,29 +29,27 @@ from pathlib import Path
 import torch
 import yaml
 
-from coref_pipeline.datasets import ConllFileDataset
-from coref_pipeline.encoders import resolve_encoder
+from coref_pipeline.conll import ConllFile
+from coref_pipeline.corpus import SegmentedCorpus, preprocess_corpus, segment_corpus
+from coref_pipeline.evaluation.predictions import score_predictions
+from coref_pipeline.inference import CorefModel
+from coref_pipeline.models.config import baseline_settings
 from coref_pipeline.models.document import random_crop
-from coref_pipeline.pipelines.coref_train.nodes import build_baseline, fit_baseline, resolve_settings
-from coref_pipeline.pipelines.preprocess.nodes import preprocess_conll
-from coref_pipeline.pipelines.segment.nodes import segment_frame
-from coref_pipeline.predict import CorefModel, score_predictions
-from coref_pipeline.segmentation import load_tokenizer
-from coref_pipeline.training import build_optimisers, seed_everything
+from coref_pipeline.training import Run, build_baseline, seed_everything, train_baseline
+from coref_pipeline.training.loop import training_step
+from coref_pipeline.training.optim import build_optimisers
 
 ROOT = Path(__file__).resolve().parents[1]
 LITBANK = ROOT.parent / "shared" / "corpora" / "litbank"
 WORK = ROOT / "data" / "benchmarks" / "baseline_litbank"
-PREPROCESS = {"min_columns": 12, "skip_bad_documents": False, "genres": ["bc"], "default_genre": "nw"}
 
 
-def segmented_litbank(tokenizer_name: str, length: int) -> dict[str, list[dict]]:
-    tokenizer = load_tokenizer(resolve_encoder(tokenizer_name))
-    splits = {}
-    for split in ("train", "dev", "test"):
-        frame = preprocess_conll(ConllFileDataset(str(LITBANK / f"{split}.conll")).load(), PREPROCESS)
-        splits[split] = segment_frame(frame, tokenizer, [length], include_tokens=True, description=split)[length]
-    return splits
+def segmented_litbank(tokenizer_name: str, length: int) -> SegmentedCorpus:
+    """LitBank fold 0 through the preprocess and segment entry points."""
+    frames = {
+        split: preprocess_corpus(ConllFile.read(LITBANK / f"{split}.conll")) for split in ("train", "dev", "test")
+    }
+    return SegmentedCorpus(*segment_corpus(frames, tokenizer_name, [length]))
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, object]:
@@ -88,15 +86,15 @@ def inference_ratio(trained: CorefModel, documents: list[dict]) -> dict[str, flo
     return timings
 
 
-def throughput(splits: dict[str, list[dict]], steps: int) -> dict[str, float]:
-    """Training documents/s at the peer configuration (the cpu_minilm preset, all spans)."""
-    params = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]
-    params = {**params, "preset": "cpu_minilm", "overrides": {"word_boundary_spans": False, "coref_depth": 1}}
-    model_config, training = resolve_settings(params)
+def throughput(corpus: SegmentedCorpus, steps: int) -> dict[str, float]:
+    """Training documents/s at the peer configuration (the cpu_minilm preset, all spans): the one training step."""
+    presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
+    model_config, training = baseline_settings(presets, "cpu_minilm", {"word_boundary_spans": False, "coref_depth": 1})
     seed_everything(training.seed)
-    model, tokenizer = build_baseline(model_config)
-    trained = CorefModel("baseline", model, tokenizer)
-    tensors = [trained.tensorize(document) for document in splits["train"][: steps + 3]]
+    trained = build_baseline(model_config)
+    model = trained.model
+    documents = corpus.documents("train", model_config.max_segment_len)[: steps + 3]
+    tensors = [trained.tensorize(document) for document in documents]
     task = [p for module in model.task_modules() for p in module.parameters()]
     optimisers = build_optimisers(model.encoder, task, training, 10_000)
     generator = torch.Generator().manual_seed(0)
@@ -104,9 +102,8 @@ def throughput(splits: dict[str, list[dict]], steps: int) -> dict[str, float]:
     timings = []
     for document in tensors:
         started = time.perf_counter()
-        loss = model(random_crop(document, model_config.max_training_sentences, generator)).loss
-        loss.backward()
-        optimisers.step(training.gradient_clip)
+        crop = random_crop(document, model_config.max_training_sentences, generator)
+        training_step(model.training_losses, crop, optimisers, training.gradient_clip)
         timings.append(time.perf_counter() - started)
     measured = timings[3:]  # the first steps warm up
     return {"steps": len(measured), "seconds_per_document": sum(measured) / len(measured)}
@@ -125,21 +122,18 @@ def main() -> None:
         sys.exit(f"shared LitBank corpus not found at {LITBANK}")
     WORK.mkdir(parents=True, exist_ok=True)
 
-    params = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]
+    presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
     overrides = {"num_epochs": args.epochs, "eval_frequency": 80, "checkpoint_frequency": 80}
-    overrides.update({"time_budget_minutes": args.minutes, "remove_singletons": True})
+    overrides.update({"time_budget_minutes": args.minutes})
     overrides.update(parse_overrides(args.set))
-    params = {**params, "preset": "cpu_minilm", "overrides": overrides}
-    model_config, training = resolve_settings(params)
-    splits = segmented_litbank(model_config.tokenizer or model_config.encoder, model_config.max_segment_len)
+    model_config, training = baseline_settings(presets, "cpu_minilm", overrides)
+    corpus = segmented_litbank(model_config.tokenizer_name, model_config.max_segment_len)
     results: dict[str, object] = {"model": model_config.to_dict(), "training": training.to_dict()}
 
     if not args.skip_training:
-        seed_everything(training.seed)
-        model, tokenizer = build_baseline(model_config)
         started = time.perf_counter()
-        log_params = {"preset": "cpu_minilm", **model_config.to_dict(), **training.to_dict()}
-        trained = fit_baseline(model, tokenizer, splits["train"], splits["dev"], training, WORK / "run", log_params)
+        run = Run(WORK / "run", remove_singletons=True, log_params={"preset": "cpu_minilm"})
+        train_baseline(corpus, model_config, training, run)
         results["wall_minutes"] = (time.perf_counter() - started) / 60
     trained = CorefModel.load(WORK / "run" / "best")
     state = json.loads((sorted((WORK / "run" / "checkpoints").glob("step-*"))[-1] / "state.json").read_text())
@@ -154,14 +148,15 @@ def main() -> None:
         rows = [line.split("\t") for line in curve_file.read_text().splitlines()[1:]]
         results["dev_curve"] = [[int(step), round(float(value), 2)] for step, value in rows]
 
-    predictions = trained.predict_documents(splits["test"], total=len(splits["test"]))
+    test_documents = corpus.documents("test", model_config.max_segment_len)
+    predictions = trained.predict_documents(test_documents, total=len(test_documents))
     test_scores = score_predictions(predictions, remove_singletons=True)
     results["test"] = {
         "conll_f1": 100 * test_scores.conll_f1,
         **{f"{m}_f1": 100 * test_scores[m].f1 for m in ("muc", "bcub", "ceafe")},
     }
-    results["inference"] = inference_ratio(trained, splits["test"])
-    results["throughput_peer_config"] = throughput(splits, args.throughput_steps)
+    results["inference"] = inference_ratio(trained, test_documents)
+    results["throughput_peer_config"] = throughput(corpus, args.throughput_steps)
     results["peak_rss_mb"] = peak_memory_mb()
     (WORK / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 
@@ -178,7 +173,7 @@ def main() -> None:
     inference = results["inference"]
     print(
         f"inference {inference['predict_seconds']:.2f} s vs encoder {inference['encoder_seconds']:.2f} s "
-        f"= {inference['ratio']:.2f}x on {len(splits['test'])} test documents"
+        f"= {inference['ratio']:.2f}x on {len(test_documents)} test documents"
     )
     print(f"peak resident memory {results['peak_rss_mb']:.0f} MB")
     print("dev curve (step, CoNLL F1):", results.get("dev_curve"))

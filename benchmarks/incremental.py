@@ -27,10 +27,10 @@ from pathlib import Path
 
 import yaml
 
+from coref_pipeline.evaluation.predictions import score_predictions, summary_metrics
+from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import IncrementalConfig, TrainingConfig
-from coref_pipeline.pipelines.incremental_train.nodes import build_incremental, fit_incremental
-from coref_pipeline.predict import CorefModel, dev_metrics
-from coref_pipeline.training import seed_everything, tensors_fingerprint
+from coref_pipeline.training import Run, incremental_settings, train_incremental
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from baseline import LITBANK, ROOT, parse_overrides, segmented_litbank  # noqa: E402
@@ -43,7 +43,8 @@ def timed_test_metrics(model: CorefModel, documents: list[dict]) -> dict[str, fl
     started = time.perf_counter()
     predictions = model.predict_documents(documents, total=len(documents))
     seconds = time.perf_counter() - started
-    return {**dev_metrics(predictions, remove_singletons=True), "seconds_per_document": seconds / len(documents)}
+    scores = summary_metrics(score_predictions(predictions, remove_singletons=True))
+    return {**scores, "seconds_per_document": seconds / len(documents)}
 
 
 def main() -> None:
@@ -61,40 +62,25 @@ def main() -> None:
 
     params = yaml.safe_load((ROOT / "conf/base/parameters_incremental_train.yml").read_text())["incremental_train"]
     overrides = parse_overrides(args.set)
-    model_values = {
-        **params["model"],
-        **{k: v for k, v in overrides.items() if k in IncrementalConfig.__dataclass_fields__},
-    }
+    model_values = {**params["model"], **{k: v for k, v in overrides.items() if k in IncrementalConfig.keys()}}
     training_values = {
         **params["training"],
-        "remove_singletons": True,
         "eval_frequency": 20,
         "checkpoint_frequency": 10,
         "report_frequency": 5,
         "time_budget_minutes": args.minutes,
-        **{k: v for k, v in overrides.items() if k in TrainingConfig.__dataclass_fields__},
+        **{k: v for k, v in overrides.items() if k in TrainingConfig.keys()},
     }
-    unknown = set(overrides) - set(IncrementalConfig.__dataclass_fields__) - set(TrainingConfig.__dataclass_fields__)
+    unknown = set(overrides) - set(IncrementalConfig.keys()) - set(TrainingConfig.keys())
     if unknown:
         sys.exit(f"unknown keys {sorted(unknown)}")
 
     baseline = CorefModel.load(args.baseline_dir)
-    config = IncrementalConfig.from_baseline(baseline.config.to_dict(), model_values)
-    training = TrainingConfig.from_dict(training_values)
-    splits = segmented_litbank(baseline.config.tokenizer or baseline.config.encoder, config.max_segment_len)
-    seed_everything(training.seed)
-    start_fingerprint = tensors_fingerprint(baseline.model.state_dict())
-    trained = build_incremental(CorefModel.load(args.baseline_dir), config)
+    config, training = incremental_settings(baseline, model_values, training_values)
+    corpus = segmented_litbank(config.tokenizer_name, config.max_segment_len)
     started = time.perf_counter()
-    best = fit_incremental(
-        trained,
-        splits["train"],
-        splits["dev"],
-        training,
-        args.work_dir / "run",
-        start_fingerprint,
-        log_params={**config.to_dict(), **training.to_dict()},
-    )
+    run = Run(args.work_dir / "run", remove_singletons=True)
+    best = train_incremental(CorefModel.load(args.baseline_dir), corpus, config, training, run)
     wall_minutes = (time.perf_counter() - started) / 60
     state = json.loads(
         (
@@ -106,8 +92,9 @@ def main() -> None:
         ).read_text()
     )["train_state"]
 
-    incremental_test = timed_test_metrics(best, splits["test"])
-    baseline_test = timed_test_metrics(baseline, splits["test"])
+    test_documents = corpus.documents("test", config.max_segment_len)
+    incremental_test = timed_test_metrics(best, test_documents)
+    baseline_test = timed_test_metrics(baseline, test_documents)
     results = {
         "model": config.to_dict(),
         "training": training.to_dict(),

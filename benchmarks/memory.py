@@ -70,7 +70,7 @@ def worker(model_dir: str, document_path: str) -> None:
     """Load, tensorize, predict; print the memory figures as JSON (runs in a fresh process)."""
     import torch
 
-    from coref_pipeline.predict import CorefModel
+    from coref_pipeline.inference import CorefModel
 
     torch.set_grad_enabled(False)
     trained = CorefModel.load(model_dir)
@@ -101,12 +101,12 @@ def incremental_dir(baseline_dir: Path, requested: Path | None, scratch: Path) -
     trained = BENCHMARKS / "incremental_litbank" / "run" / "best"
     if (trained / "coref_config.json").is_file():
         return trained
+    from coref_pipeline.inference import CorefModel
     from coref_pipeline.models.config import IncrementalConfig
-    from coref_pipeline.pipelines.incremental_train.nodes import build_incremental
-    from coref_pipeline.predict import CorefModel
+    from coref_pipeline.training import build_incremental
 
     baseline = CorefModel.load(baseline_dir)
-    model = build_incremental(baseline, IncrementalConfig.from_baseline(baseline.config.to_dict(), {}))
+    model = build_incremental(baseline, IncrementalConfig.from_baseline(baseline.config, {}))
     model.save(scratch / "incremental")
     return scratch / "incremental"
 
@@ -146,11 +146,11 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from baseline import segmented_litbank
 
-    from coref_pipeline.predict import CorefModel
+    from coref_pipeline.inference import CorefModel
 
     config = CorefModel.load(args.baseline_dir).config
-    splits = segmented_litbank(config.tokenizer or config.encoder, config.max_segment_len)
-    corpus = splits["test"] + splits["train"]
+    segmented = segmented_litbank(config.tokenizer_name, config.max_segment_len)
+    corpus = segmented.documents("test", config.max_segment_len) + segmented.documents("train", config.max_segment_len)
     rows = []
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)

@@ -27,35 +27,29 @@ from pathlib import Path
 
 import pandas as pd
 
-from coref_pipeline.datasets import ConllFileDataset, JsonLinesDataset
-from coref_pipeline.encoders import resolve_encoder
-from coref_pipeline.pipelines.preprocess.nodes import preprocess_conll
-from coref_pipeline.pipelines.segment.nodes import segment_frame
-from coref_pipeline.segmentation import load_tokenizer
+from coref_pipeline.conll import ConllFile
+from coref_pipeline.corpus import preprocess_corpus
+from coref_pipeline.files import write_jsonlines
+from coref_pipeline.pretrained import load_tokenizer
+from coref_pipeline.segmentation import segment_words
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = ROOT.parent / "shared" / "corpora" / "litbank" / "train.conll"
 LENGTHS = [128, 256, 384, 512]
-PARAMS = {
-    "min_columns": 12,
-    "skip_bad_documents": False,
-    "genres": ["bc", "bn", "mz", "nw", "pt", "tc", "wb"],
-    "default_genre": "nw",
-}
 
 
 def run_chain(tokenizer, lengths: list[int], workdir: Path) -> tuple[float, int, dict[int, Path]]:
     """File to file for the given lengths; returns seconds, words and the jsonlines paths."""
     start = time.perf_counter()
-    frame = preprocess_conll(ConllFileDataset(str(TRAIN)).load(), PARAMS)
+    frame = preprocess_corpus(ConllFile.read(TRAIN))
     parquet = workdir / "train.word_documents.parquet"
     frame.to_parquet(parquet)
     frame = pd.read_parquet(parquet)
-    by_length = segment_frame(frame, tokenizer, lengths, include_tokens=True, description="benchmark")
+    by_length = segment_words(frame, tokenizer, lengths, include_tokens=True, description="benchmark")
     paths = {}
     for length, documents in by_length.items():
         paths[length] = workdir / f"train.english.{length}.jsonlines"
-        JsonLinesDataset(str(paths[length])).save(documents)
+        write_jsonlines(paths[length], documents)
     seconds = time.perf_counter() - start
     return seconds, int(frame["words"].map(len).sum()), paths
 
@@ -79,7 +73,7 @@ def main() -> None:
     args = parser.parse_args()
     if not TRAIN.is_file():
         sys.exit(f"shared LitBank corpus not found at {TRAIN}")
-    tokenizer = load_tokenizer(resolve_encoder("embedded:minilm"))
+    tokenizer = load_tokenizer("embedded:minilm")
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         print(f"{TRAIN} with the embedded MiniLM tokenizer; best of {args.repeats} runs")

@@ -3,6 +3,7 @@
 Usage::
 
     python benchmarks/score.py [--seed 13] [--repeats 3] [--reference-scorer /tmp/refscorer/scorer.pl]
+        [--keep-response PATH] [--small-documents 400]
 
 The key is ``../shared/corpora/litbank/train.conll`` (beside the repository).
 The response is built deterministically from it: about 10% of the mentions
@@ -12,9 +13,14 @@ the file reads back exactly), written with ``write_conll_response``.
 
 Timed (best of ``--repeats``): reading one file, scoring from the two files end
 to end, and scoring only (clusters already read), for MUC + B³ + CEAF-e and for
-all six metrics. With ``--reference-scorer`` (the reference ``scorer.pl``
-v8.01), the Perl scorer is run once per metric and its counts are compared with
-ours.
+all six metrics. Then the ``coref-pipeline score`` command as a whole process
+(start-up and imports included; median and best of ``--repeats``, at least 5),
+on that pair and on a generated small pair: ``--small-documents`` documents of
+two sentences each and a response perturbed the same way. The command is the
+``coref-pipeline`` on PATH; when that is not the interpreter's own script (a
+pyenv shim, say), the interpreter's own script is timed too. With
+``--reference-scorer`` (the reference ``scorer.pl`` v8.01), the Perl scorer is
+run once per metric and its counts are compared with ours.
 """
 
 from __future__ import annotations
@@ -24,15 +30,17 @@ import logging
 import random
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from coref_pipeline.conll import read_conll, write_conll_response
+from coref_pipeline.conll import format_conll_document, read_conll, write_conll_response
 from coref_pipeline.evaluation import METRIC_NAMES, CorpusScores, read_clusters, score_documents, score_files
+from coref_pipeline.files import atomic_write_text
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_KEY = REPO_ROOT.parent / "shared" / "corpora" / "litbank" / "train.conll"
@@ -94,6 +102,70 @@ def best_time(function: Callable[[], object], repeats: int) -> tuple[float, obje
         result = function()
         best = min(best, time.perf_counter() - start)
     return best, result
+
+
+def write_small_corpus(key_path: Path, response_path: Path, num_documents: int, rng: random.Random) -> int:
+    """A key of ``num_documents`` two-sentence documents and its perturbed response; returns the number of words."""
+    vocabulary = [f"w{index}" for index in range(500)]
+    documents, response_clusters, num_words = [], {}, 0
+    for number in range(num_documents):
+        sentences = [[rng.choice(vocabulary) for _ in range(rng.randint(8, 20))] for _ in range(2)]
+        length = sum(map(len, sentences))
+        clusters: list[list[Span]] = []
+        taken: set[Span] = set()
+        for _ in range(rng.randint(1, 4)):
+            cluster: list[Span] = []
+            for _ in range(rng.randint(1, 4)):
+                sentence = rng.randrange(2)
+                offset = len(sentences[0]) if sentence else 0
+                start = offset + rng.randrange(len(sentences[sentence]))
+                span = (start, min(offset + len(sentences[sentence]) - 1, start + rng.choice((0, 0, 1, 2))))
+                if span not in taken and fits(span, cluster):
+                    cluster.append(span)
+                    taken.add(span)
+            if cluster:
+                clusters.append(cluster)
+        doc_key = f"small/doc_{number:04d}_0"
+        documents.append(format_conll_document(doc_key, sentences, clusters))
+        response_clusters[doc_key] = perturb(clusters, length, rng, move=0.10, drop=0.05, add=0.05)
+        num_words += length
+    atomic_write_text(key_path, "".join(documents))
+    write_conll_response(key_path, response_clusters, response_path)
+    return num_words
+
+
+def score_commands() -> list[tuple[str, list[str]]]:
+    """The ``coref-pipeline`` commands to time: the one on PATH, and this interpreter's own script if different."""
+    own = Path(sys.executable).with_name("coref-pipeline")
+    on_path = shutil.which("coref-pipeline")
+    commands = []
+    if on_path:
+        commands.append((on_path, [on_path]))
+    if own.is_file() and (not on_path or Path(on_path).resolve() != own.resolve()):
+        commands.append((str(own), [str(own)]))
+    return commands or [(f"{sys.executable} -m coref_pipeline", [sys.executable, "-m", "coref_pipeline"])]
+
+
+def process_seconds(command: Sequence[str], repeats: int) -> tuple[float, float]:
+    """Median and best wall-clock seconds of a whole process (output discarded; it must succeed)."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), min(times)
+
+
+def time_score_command(pairs: Sequence[tuple[str, Path, Path, Sequence[str]]], repeats: int) -> None:
+    """Print the median and best time of ``coref-pipeline score KEY RESPONSE --metrics ...`` per pair."""
+    runs = max(repeats, 5)
+    print(f"coref-pipeline score as a whole process (start-up and imports included), median / best of {runs}, s:")
+    for label, command in score_commands():
+        print(f"  {label}")
+        for name, key, response, metrics in pairs:
+            argv = [*command, "score", str(key), str(response), "--metrics", ",".join(metrics)]
+            median, best = process_seconds(argv, runs)
+            print(f"    {name:44} {median:.3f} / {best:.3f}")
 
 
 PERL_COUNTS_RE = re.compile(r"Recall: \(([^ ]+) / ([^ )]+)\).*Precision: \(([^ ]+) / ([^ )]+)\)")
@@ -169,6 +241,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--reference-scorer", type=Path, help="path of the reference scorer.pl (run with perl)")
     parser.add_argument("--keep-response", type=Path, help="also copy the perturbed response here")
+    parser.add_argument(
+        "--small-documents", type=int, default=400, help="documents of the small generated pair (default 400)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -228,6 +303,18 @@ def main() -> int:
                 f"  {name:8} R {100 * counts.recall:6.2f}  P {100 * counts.precision:6.2f}  F1 {100 * counts.f1:6.2f}"
             )
         print(f"  CoNLL F1 {100 * scores.conll_f1:.2f}")
+
+        small_key, small_response = Path(folder) / "small_key.conll", Path(folder) / "small_response.conll"
+        small_words = write_small_corpus(small_key, small_response, args.small_documents, random.Random(args.seed))
+        print(f"small pair: {args.small_documents} documents of two sentences, {small_words} words")
+        time_score_command(
+            [
+                (f"{args.key.name} (a) muc+bcub+ceafe", args.key, response_path, CONLL_METRICS),
+                (f"{args.key.name} (b) all six metrics", args.key, response_path, METRIC_NAMES),
+                ("small pair (a) muc+bcub+ceafe", small_key, small_response, CONLL_METRICS),
+            ],
+            args.repeats,
+        )
 
         if args.reference_scorer:
             if shutil.which("perl") is None:

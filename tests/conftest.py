@@ -21,7 +21,6 @@ def litbank_dir() -> Path:
 @pytest.fixture(scope="session")
 def minilm_tokenizer():
     """The packaged MiniLM's fast tokenizer (uncased WordPiece), loaded offline."""
-    from coref_pipeline.encoders import resolve_encoder
-    from coref_pipeline.segmentation import load_tokenizer
+    from coref_pipeline.pretrained import load_tokenizer
 
-    return load_tokenizer(resolve_encoder("embedded:minilm"))
+    return load_tokenizer("embedded:minilm")

@@ -77,6 +77,7 @@ def repository(tmp_path_factory) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_repro_rerun_invalidation_metrics_diff_push_and_pull(repository, tmp_path):
     first = run(["dvc", "repro"], repository)
     assert stages_run(first) == ALL_STAGES
@@ -90,10 +91,28 @@ def test_repro_rerun_invalidation_metrics_diff_push_and_pull(repository, tmp_pat
     run(["git", "add", "-A"], repository)
     run(["git", "commit", "-qm", "first run"], repository)
 
-    # One coref_train parameter: exactly coref_train and what depends on it re-run.
+    # A segment parameter changes what the training stages read: dvc status says so for each.
+    segment_params = repository / "conf" / "base" / "parameters_segment.yml"
+    edit_yaml(segment_params, lambda d: d["segment"].update(include_tokens=False))
+    status = json.loads(run(["dvc", "status", "--json"], repository).strip().splitlines()[-1])
+    assert {"segment", "coref_train", "incremental_train"} <= set(status), status
+    for stage in ("coref_train", "incremental_train"):
+        changed = [entry.get("changed deps", {}) for entry in status[stage] if isinstance(entry, dict)]
+        assert any("conf/base/parameters_segment.yml" in deps for deps in changed), status[stage]
+    run(["git", "checkout", "--", str(segment_params)], repository)
+    assert "up to date" in run(["dvc", "status"], repository)
+
+    # One coref_train parameter: exactly the stages that read it and what depends on them re-run.
     edit_yaml(repository / "conf" / "base" / "parameters_coref_train.yml", lambda d: short_training(d, 14))
     third = run(["dvc", "repro"], repository)
-    assert stages_run(third) == {"coref_train", "incremental_train", "evaluate@baseline", "evaluate@incremental"}
+    # (segment reads the chosen preset's length and tokenizer, so DVC re-runs it too: same output, nothing more.)
+    assert stages_run(third) == {
+        "segment",
+        "coref_train",
+        "incremental_train",
+        "evaluate@baseline",
+        "evaluate@incremental",
+    }
 
     diff = json.loads(run(["dvc", "metrics", "diff", "--json"], repository).strip().splitlines()[-1])
     changed = {
@@ -102,6 +121,9 @@ def test_repro_rerun_invalidation_metrics_diff_push_and_pull(repository, tmp_pat
         if "conll_f1" in values and values["conll_f1"].get("diff")
     }
     assert "data/08_reporting/coref_train_dev_metrics.json" in changed, diff
+    shown = run(["dvc", "metrics", "show"], repository)
+    assert max(len(line) for line in shown.splitlines()) <= 120, shown
+    assert "counts" not in shown and "recall" not in shown  # raw counts live in scores_*.json
     text = run(["dvc", "metrics", "diff"], repository)
     assert "conll_f1" in text and "coref_train_dev_metrics.json" in text
 

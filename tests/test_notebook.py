@@ -9,8 +9,10 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
+from .models.tiny import save_tiny_models
 from .paths import PROJECT_ROOT
-from .test_predict import save_tiny_models
 
 NOTEBOOK = PROJECT_ROOT / "notebooks" / "predict_on_text.ipynb"
 
@@ -34,6 +36,7 @@ RUNNER = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_the_notebook_loads_a_model_from_the_catalog_and_draws_its_views(tmp_path):
     root = tmp_path / "project"
     root.mkdir()

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 
 from coref_pipeline.conll import normalize_word, parse_conll_lines, read_conll
+from coref_pipeline.pretrained import load_tokenizer
 from coref_pipeline.segmentation import (
     SegmentationError,
     SpecialTokens,
     TokenizedDocument,
     check_document,
     flatten,
-    load_tokenizer,
     segment_document,
     split_into_segments,
     tokenize_documents,

@@ -6,7 +6,7 @@ from html.parser import HTMLParser
 
 import numpy as np
 
-from coref_pipeline.predict import result_from_split
+from coref_pipeline.results import result_from_split
 from coref_pipeline.text import split_text
 from coref_pipeline.visualize import HtmlView, cluster_colours, html_document, tsne_figure
 

@@ -1,20 +1,37 @@
 """coref-pipeline: reproducible data-and-model pipelines for neural coreference resolution.
 
-``from coref_pipeline import CorefModel``; ``CorefModel.load(DIR).predict(text)``.
+The library's entry points, which the Kedro nodes, the ``coref-pipeline`` command and
+the benchmarks all call::
+
+    from coref_pipeline import preprocess_corpus, segment_corpus      # CoNLL-2012 -> jsonlines
+    from coref_pipeline import train_baseline, train_incremental      # jsonlines -> model directory
+    from coref_pipeline import CorefModel                             # CorefModel.load(DIR).predict(text)
+    from coref_pipeline import evaluate_predictions                   # official CoNLL-2012 metrics
 """
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import Any
 
 __version__ = "0.1.0"
-__all__ = ["CorefModel", "CorefResult", "DocumentTooLongError"]
+
+# Imported on first use: Kedro imports this package for its settings and should not load torch.
+_ENTRY_POINTS = {
+    "CorefModel": "coref_pipeline.inference",
+    "DocumentTooLongError": "coref_pipeline.inference",
+    "CorefResult": "coref_pipeline.results",
+    "preprocess_corpus": "coref_pipeline.corpus",
+    "segment_corpus": "coref_pipeline.corpus",
+    "SegmentedCorpus": "coref_pipeline.corpus",
+    "train_baseline": "coref_pipeline.training",
+    "train_incremental": "coref_pipeline.training",
+    "evaluate_predictions": "coref_pipeline.evaluation.report",
+}
+__all__ = sorted(_ENTRY_POINTS)
 
 
 def __getattr__(name: str) -> Any:
-    # Imported on first use: Kedro imports this package for its settings and should not load torch.
-    if name in __all__:
-        from coref_pipeline import predict
-
-        return getattr(predict, name)
+    if name in _ENTRY_POINTS:
+        return getattr(import_module(_ENTRY_POINTS[name]), name)
     raise AttributeError(f"module 'coref_pipeline' has no attribute {name!r}")

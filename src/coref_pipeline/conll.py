@@ -24,8 +24,12 @@ from dataclasses import dataclass, field
 from itertools import compress
 from operator import itemgetter, methodcaller
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+
+from coref_pipeline.errors import UserError
+from coref_pipeline.files import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -37,10 +41,13 @@ _BEGIN_ANY_RE = re.compile(r"^#\s*begin document (.*?)$")
 _END_RE = re.compile(r"^#\s*end document")
 _COREF_PIECE_RE = re.compile(r"\((\d+)\)|\((\d+)|(\d+)\)")
 
+# OntoNotes 5.0 genres: a document's genre is the first two letters of its key.
 GENRES = ("bc", "bn", "mz", "nw", "pt", "tc", "wb")
+DEFAULT_GENRE = "nw"  # the genre of a key outside GENRES (and of raw text)
+NO_SPEAKER = "-"  # the speaker column's "no speaker"
 
 
-class ConllFormatError(ValueError):
+class ConllFormatError(UserError, ValueError):
     """A CoNLL-2012 file that cannot be read; the message names file and line."""
 
     def __init__(self, source: str, line: int | None, message: str) -> None:
@@ -76,7 +83,28 @@ class ConllDocument:
         return self.sentence_ids[-1] + 1 if self.sentence_ids else 0
 
 
-def genre_of(doc_key: str, genres: Sequence[str] = GENRES, default: str = "nw") -> str:
+@dataclass(frozen=True)
+class ConllFile:
+    """The text of a CoNLL-2012 file and the path it came from (for error messages)."""
+
+    path: str
+    text: str
+
+    @classmethod
+    def read(cls, path: str | Path) -> ConllFile:
+        """The file's text; a missing or non-UTF-8 file is a :class:`ConllFormatError` naming it."""
+        path = Path(path)
+        if not path.is_file():
+            raise ConllFormatError(str(path), None, "no such file")
+        data = path.read_bytes()
+        try:
+            return cls(str(path), data.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            line = data.count(b"\n", 0, error.start) + 1
+            raise ConllFormatError(str(path), line, "not a UTF-8 text file (a binary file?)") from None
+
+
+def genre_of(doc_key: str, genres: Sequence[str] = GENRES, default: str = DEFAULT_GENRE) -> str:
     """The genre of a document: the first two letters of its key if known, else ``default``."""
     prefix = doc_key[:2]
     return prefix if prefix in genres else default
@@ -241,7 +269,7 @@ def _parse_document(
     else:
         document.words = [c[3] if len(c) > 3 else c[0] for c in rows]
         document.pos = [c[4] if len(c) > 4 else "-" for c in rows]
-        document.speakers = [c[9] if len(c) > 9 else "-" for c in rows]
+        document.speakers = [c[9] if len(c) > 9 else NO_SPEAKER for c in rows]
         cells = [c[-1] for c in rows]
     sentence_ids = document.sentence_ids
     return _read_mentions(
@@ -475,31 +503,10 @@ def _check_outside(lines: list[str], start: int, stop: int, source: str, fail) -
             return
 
 
-def read_conll(
-    path: str | Path,
-    *,
-    min_columns: int = 12,
-    skip_bad_documents: bool = False,
-    bracket_order: str = "written",
-    allow_cross_sentence: bool = False,
-    strict_mentions: bool = True,
-    coref_only: bool = False,
-    errors: list[ConllFormatError] | None = None,
-) -> list[ConllDocument]:
-    """Read every document (part) of a CoNLL-2012 file (arguments as ``parse_conll_lines``)."""
-    path = Path(path)
-    with path.open(encoding="utf-8") as handle:
-        return parse_conll_lines(
-            handle.read().splitlines(),
-            str(path),
-            min_columns=min_columns,
-            skip_bad_documents=skip_bad_documents,
-            bracket_order=bracket_order,
-            allow_cross_sentence=allow_cross_sentence,
-            strict_mentions=strict_mentions,
-            coref_only=coref_only,
-            errors=errors,
-        )
+def read_conll(path: str | Path, **options: Any) -> list[ConllDocument]:
+    """Read every document (part) of a CoNLL-2012 file; ``options`` as for :func:`parse_conll_lines`."""
+    conll_file = ConllFile.read(path)
+    return parse_conll_lines(conll_file.text.splitlines(), conll_file.path, **options)
 
 
 def format_coref_cells(clusters: Sequence[Sequence[Span]], num_words: int) -> list[str]:
@@ -597,15 +604,6 @@ def format_conll_response(
     return "".join(output_lines)
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path``, then rename it into place."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.replace(path)
-
-
 def document_stats(documents: Sequence[ConllDocument]) -> dict[str, object]:
     """Corpus counts: documents, sentences, words, mentions, entities, singletons, longest document."""
     longest = max(documents, key=lambda document: len(document.words), default=None)
@@ -650,7 +648,7 @@ def format_conll_document(
             if not token or any(ch.isspace() for ch in token):
                 raise ValueError(f"document {doc_key!r}: word {word} is {token!r}; CoNLL words have no whitespace")
             speaker = "_".join(speakers[word].split()) if speakers is not None else ""
-            speaker = speaker or "-"
+            speaker = speaker or NO_SPEAKER
             lines.append(
                 "\t".join([name, str(part), str(number), token, "-", "-", "-", "-", "-", speaker, "*", cells[word]])
             )

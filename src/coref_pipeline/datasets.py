@@ -1,94 +1,60 @@
-"""Kedro datasets for the project's file formats (CoNLL-2012 text and jsonlines)."""
+"""Kedro datasets for the project's file formats: CoNLL-2012 text, jsonlines, model directories.
+
+These adapt the library's readers and writers to Kedro's catalog; the library never imports them.
+"""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from kedro.io import AbstractDataset, DatasetError
 
-from coref_pipeline.conll import atomic_write_text
+from coref_pipeline.conll import ConllFile
+from coref_pipeline.files import JsonLinesError, read_jsonlines, write_jsonlines
 
 
-def partition_name(split: str, language: str, max_segment_len: int) -> str:
-    """The jsonlines partition of a split at a segment length, named as ``minimize.py`` names files."""
-    return f"{split}.{language}.{max_segment_len}"
-
-
-def select_partition(partitions: Mapping[str, Any], split: str, language: str, max_segment_len: int) -> list:
-    """The documents of one partition of a ``PartitionedDataset`` (loaded if lazy)."""
-    name = partition_name(split, language, max_segment_len)
-    if name not in partitions:
-        raise KeyError(
-            f"no segmented documents {name!r} (have {sorted(partitions)}); "
-            f"add {max_segment_len} to segment.max_segment_lens"
-        )
-    partition = partitions[name]
-    return partition() if callable(partition) else partition
-
-
-@dataclass(frozen=True)
-class ConllFile:
-    """The text of a CoNLL-2012 file and the path it came from (for error messages)."""
-
-    path: str
-    text: str
-
-
-class ConllFileDataset(AbstractDataset[None, ConllFile]):
-    """Loads a CoNLL-2012 file as a :class:`ConllFile`; parsing is left to the nodes."""
+class _FileDataset(AbstractDataset):
+    """A dataset stored at one path."""
 
     def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:
         self._filepath = PurePosixPath(filepath)
         self.metadata = metadata
 
+    @property
+    def path(self) -> Path:
+        return Path(self._filepath)
+
+    def _exists(self) -> bool:
+        return self.path.is_file()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath)}
+
+
+class ConllFileDataset(_FileDataset):
+    """Loads a CoNLL-2012 file as a :class:`~coref_pipeline.conll.ConllFile`; parsing is left to the nodes."""
+
     def load(self) -> ConllFile:
-        path = Path(self._filepath)
-        if not path.is_file():
-            raise DatasetError(f"CoNLL-2012 file not found: {path}")
-        return ConllFile(path=str(path), text=path.read_text(encoding="utf-8"))
+        if not self.path.is_file():
+            raise DatasetError(f"CoNLL-2012 file not found: {self.path}")
+        return ConllFile.read(self.path)
 
     def save(self, data: None) -> None:
         raise DatasetError(f"{self.__class__.__name__} is read-only ({self._filepath})")
 
-    def _exists(self) -> bool:
-        return Path(self._filepath).is_file()
 
-    def _describe(self) -> dict[str, Any]:
-        return {"filepath": str(self._filepath)}
-
-
-class JsonLinesDataset(AbstractDataset[list, list]):
+class JsonLinesDataset(_FileDataset):
     """A list of JSON objects, one per line; written atomically (temporary file, then rename)."""
 
-    def __init__(self, filepath: str, metadata: dict[str, Any] | None = None) -> None:
-        self._filepath = PurePosixPath(filepath)
-        self.metadata = metadata
-
     def load(self) -> list[dict[str, Any]]:
-        path = Path(self._filepath)
-        records = []
-        with path.open(encoding="utf-8") as handle:
-            for line_number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as error:
-                    raise DatasetError(f"{path}:{line_number}: not valid JSON: {error}") from None
-        return records
+        try:
+            return read_jsonlines(self.path)
+        except JsonLinesError as error:
+            raise DatasetError(str(error)) from None
 
     def save(self, data: list[dict[str, Any]]) -> None:
-        atomic_write_text(Path(self._filepath), "".join(json.dumps(record) + "\n" for record in data))
-
-    def _exists(self) -> bool:
-        return Path(self._filepath).is_file()
-
-    def _describe(self) -> dict[str, Any]:
-        return {"filepath": str(self._filepath)}
+        write_jsonlines(self.path, data)
 
 
 class CorefModelDataset(AbstractDataset):
@@ -99,7 +65,7 @@ class CorefModelDataset(AbstractDataset):
         self.metadata = metadata
 
     def load(self) -> Any:
-        from coref_pipeline.predict import CorefModel
+        from coref_pipeline.inference import CorefModel
 
         return CorefModel.load(Path(self._path))
 

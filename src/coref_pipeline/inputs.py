@@ -3,17 +3,43 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from coref_pipeline.predict import record_content
+from coref_pipeline.errors import UserError
+
+# What ``predict`` takes: raw text, a list of words, or a list of sentences (lists of words).
+DocumentInput = str | Sequence[str] | Sequence[Sequence[str]]
+# Speakers: one for the whole document, one per sentence, or one per word (nested as the sentences).
+SpeakersInput = str | Sequence[str] | Sequence[Sequence[str]] | None
+
 
 JSONLINES_SUFFIXES = (".jsonl", ".jsonlines", ".json")
 JOSHI_KEYS = ("doc_key", "sentences", "speakers", "sentence_map", "subtoken_map")
 
 
-class InputFormatError(ValueError):
+def record_content(record: Mapping[str, Any], where: str) -> tuple[DocumentInput, dict[str, Any]]:
+    """The document and the options (``speakers``, ``genre``, ``doc_key``) of an input record."""
+    kinds = [key for key in ("text", "sentences", "words") if key in record]
+    if len(kinds) != 1:
+        raise ValueError(f"{where}: a record needs exactly one of 'text', 'sentences', 'words'; has {sorted(record)}")
+    known = {kinds[0], "speakers", "genre", "doc_key"}
+    unknown = sorted(set(record) - known)
+    if unknown:
+        raise ValueError(f"{where}: unknown keys {unknown}; a record has {sorted(known)}")
+    content = record[kinds[0]]
+    if kinds[0] == "text" and not isinstance(content, str):
+        raise ValueError(f"{where}: 'text' must be a string, got {type(content).__name__}")
+    if kinds[0] == "sentences" and (not isinstance(content, list) or not all(isinstance(s, list) for s in content)):
+        raise ValueError(f"{where}: 'sentences' must be a list of lists of words")
+    if kinds[0] == "words" and (not isinstance(content, list) or not all(isinstance(w, str) for w in content)):
+        raise ValueError(f"{where}: 'words' must be a list of strings")
+    return content, {key: record[key] for key in ("speakers", "genre", "doc_key") if key in record}
+
+
+class InputFormatError(UserError, ValueError):
     """An input file or record that ``predict`` cannot read; the message names the file and line."""
 
 

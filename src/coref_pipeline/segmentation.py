@@ -23,21 +23,124 @@ at all becomes the tokenizer's unknown token, so every word keeps a subtoken.
 from __future__ import annotations
 
 import bisect
+import hashlib
+import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from coref_pipeline.conll import normalize_word, paused_gc
+from coref_pipeline.errors import UserError
+from coref_pipeline.files import atomic_write_json
+
 logger = logging.getLogger(__name__)
 
+# The speaker of [CLS] and [SEP] in the jsonlines "speakers" field.
 SPEAKER_PLACEHOLDER = "[SPL]"
 
 
-class SegmentationError(ValueError):
+class SegmentationError(UserError, ValueError):
     """A document that cannot be split into segments of the requested length."""
+
+
+class SegmentationMismatchError(UserError, ValueError):
+    """Documents segmented with another tokenizer or segment length than the model's."""
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    """SHA-256 of what decides a tokenizer's subtokens: its vocabulary, normaliser and pre-tokenizer."""
+    backend = json.loads(tokenizer.backend_tokenizer.to_str())
+    decisive = [backend["model"].get("vocab"), backend.get("normalizer"), backend.get("pre_tokenizer")]
+    return hashlib.sha256(json.dumps(decisive, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class SegmentationRecord:
+    """How a corpus was segmented: written beside its jsonlines, checked by training and ``predict``.
+
+    ``tokenizer`` is the name it was given (``embedded:minilm``, a hub id, a
+    folder); ``fingerprint`` identifies its subtokens (:func:`tokenizer_fingerprint`),
+    so a folder holding a copy of a hub tokenizer matches the hub id.
+    """
+
+    tokenizer: str
+    fingerprint: str
+    max_segment_lens: tuple[int, ...]
+    language: str = "english"  # the partitions' names: {split}.{language}.{max_segment_len}
+
+    @classmethod
+    def of(
+        cls, tokenizer_name: str, tokenizer: Any, max_segment_lens: Sequence[int], language: str = "english"
+    ) -> SegmentationRecord:
+        lengths = tuple(int(n) for n in max_segment_lens)
+        return cls(tokenizer_name, tokenizer_fingerprint(tokenizer), lengths, language)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tokenizer": self.tokenizer,
+            "fingerprint": self.fingerprint,
+            "max_segment_lens": list(self.max_segment_lens),
+            "language": self.language,
+        }
+
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> SegmentationRecord:
+        try:
+            return cls(
+                values["tokenizer"], values["fingerprint"], tuple(values["max_segment_lens"]), values["language"]
+            )
+        except (KeyError, TypeError) as error:
+            raise SegmentationMismatchError(f"not a segmentation record ({error!r} missing or malformed)") from None
+
+    def save(self, path: str | Path) -> None:
+        atomic_write_json(self.to_dict(), path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> SegmentationRecord:
+        return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
+
+    def check(
+        self, tokenizer_name: str, tokenizer: Any, max_segment_len: int | None, what: str, resegment: str
+    ) -> None:
+        """Raise :class:`SegmentationMismatchError` unless ``what`` (e.g. "the model") reads these documents.
+
+        ``max_segment_len`` None checks the tokenizer only (inference reads any
+        length up to the model's). ``resegment`` is the command that segments them for it.
+        """
+        if tokenizer_fingerprint(tokenizer) != self.fingerprint:
+            raise SegmentationMismatchError(
+                f"the documents were segmented with tokenizer {self.tokenizer!r}, {what} uses {tokenizer_name!r} "
+                f"(another vocabulary): re-segment them with `{resegment}`"
+            )
+        if max_segment_len is not None and max_segment_len not in self.max_segment_lens:
+            raise SegmentationMismatchError(
+                f"the documents were segmented at max_segment_len {list(self.max_segment_lens)}, {what} reads "
+                f"{max_segment_len}: re-segment them with `{resegment}`"
+            )
+
+
+def sidecar_path(jsonlines_path: str | Path) -> Path:
+    """Where the :class:`SegmentationRecord` of a jsonlines file is kept: ``NAME.segmentation.json`` beside it."""
+    path = Path(jsonlines_path)
+    return path.with_name(f"{path.stem}.segmentation.json")
+
+
+def check_vocabulary(documents: Sequence[Mapping[str, Any]], tokenizer: Any, what: str, resegment: str) -> None:
+    """Without a record: every subtoken must be in the tokenizer's vocabulary (else another tokenizer made them)."""
+    vocabulary = tokenizer.get_vocab()
+    for document in documents:
+        for segment in document["sentences"]:
+            unknown = [token for token in segment if token not in vocabulary]
+            if unknown:
+                raise SegmentationMismatchError(
+                    f"document {document['doc_key']!r} has subtokens that {what}'s tokenizer does not know "
+                    f"({unknown[:3]}): it was segmented with another tokenizer; re-segment it with `{resegment}`"
+                )
 
 
 @dataclass(frozen=True)
@@ -59,16 +162,6 @@ class TokenizedDocument:
 
     subtokens: list[str]
     word_index: np.ndarray  # [num_subtokens] int64, non-decreasing, every word present
-
-
-def load_tokenizer(name_or_path: str) -> Any:
-    """An HF fast tokenizer from a hub id or a local directory."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(name_or_path, use_fast=True)
-    if not getattr(tokenizer, "is_fast", False):
-        raise TypeError(f"{name_or_path!r} has no fast tokenizer; word alignment needs one")
-    return tokenizer
 
 
 def tokenize_documents(
@@ -255,3 +348,37 @@ def check_document(document: dict[str, Any], max_segment_len: int) -> None:
         for start, end in cluster:
             assert start not in special and end not in special, f"{doc_key}: mention {start, end} on [CLS]/[SEP]"
             assert sentence_map[start] == sentence_map[end], f"{doc_key}: mention {start, end} crosses sentences"
+
+
+def segment_words(
+    frame: Any,
+    tokenizer: Any,
+    max_segment_lens: Sequence[int],
+    include_tokens: bool,
+    description: str = "segment",
+) -> dict[int, list[dict[str, Any]]]:
+    """Word-level documents (a ``preprocess`` frame) at every length: ``{max_segment_len: [jsonlines document]}``."""
+    from tqdm.auto import tqdm
+
+    with paused_gc():
+        words = [[normalize_word(word) for word in doc_words] for doc_words in frame["words"]]
+        tokenized = tokenize_documents(words, tokenizer)
+        special = SpecialTokens.from_tokenizer(tokenizer)
+        outputs = {}
+        for max_segment_len in max_segment_lens:
+            rows = zip(frame.itertuples(index=False), tokenized, words, strict=True)
+            outputs[max_segment_len] = [
+                segment_document(
+                    row.doc_key,
+                    tokens,
+                    row.sentence_ids,
+                    row.speakers,
+                    row.pos,
+                    row.clusters,
+                    max_segment_len,
+                    special,
+                    words=doc_words if include_tokens else None,
+                )
+                for row, tokens, doc_words in tqdm(rows, total=len(frame), desc=f"{description} {max_segment_len}")
+            ]
+        return outputs

@@ -2,6 +2,11 @@
 
 from kedro.config import OmegaConfigLoader
 
+from coref_pipeline.hooks import PrerequisitesHook
+
+# A run whose inputs are missing (e.g. `evaluate` before `incremental_train`) says what to run first.
+HOOKS = (PrerequisitesHook(),)
+
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {
     "base_env": "base",
@@ -10,3 +15,8 @@ CONFIG_LOADER_ARGS = {
     # replaces the whole `a` dictionary and silently drops its sibling keys.
     "merge_strategy": {"parameters": "soft"},
 }
+
+# kedro-viz's run hooks record run events for its UI only on full, sequential runs and warn
+# "Workflow tracking disabled" on every partial run (`--pipelines=...`, as here and in every
+# DVC stage). `kedro viz run` / `kedro viz build` do not need them.
+DISABLE_HOOKS_FOR_PLUGINS = ("kedro-viz",)

@@ -5,12 +5,20 @@ from __future__ import annotations
 import colorsys
 import html
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from coref_pipeline.predict import CorefResult
+from coref_pipeline.files import atomic_write_text
+
+
+class Viewable(Protocol):
+    """What a view needs of a document's predictions (``coref_pipeline.results.CorefResult`` has it)."""
+
+    doc_key: str
+    text: str
+    char_clusters: list[list[tuple[int, int]]]
+
 
 _STYLE = """<style>
 .coref-doc { font-family: Georgia, serif; line-height: 2.1; white-space: pre-wrap; max-width: 60em; }
@@ -31,7 +39,7 @@ def cluster_colours(count: int) -> list[tuple[str, str]]:
     return colours
 
 
-def html_document(result: CorefResult) -> str:
+def html_document(result: Viewable) -> str:
     """One document's text, each mention boxed in its cluster's colour with the cluster number.
 
     Nested mentions nest; a mention crossing another is closed and reopened around it.
@@ -85,12 +93,12 @@ def _close_tag(mention: tuple[int, int, int]) -> str:
     return f"<sub>{mention[2]}</sub></span>"
 
 
-def html_documents(results: Sequence[CorefResult]) -> str:
+def html_documents(results: Sequence[Viewable]) -> str:
     """Every document's view, one after the other (needs ``_STYLE`` around it)."""
     return "\n".join(html_document(result) for result in results)
 
 
-def html_page(results: Sequence[CorefResult], title: str = "coref-pipeline predictions") -> str:
+def html_page(results: Sequence[Viewable], title: str = "coref-pipeline predictions") -> str:
     """A self-contained HTML page with every document's view."""
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
@@ -101,7 +109,7 @@ def html_page(results: Sequence[CorefResult], title: str = "coref-pipeline predi
 class HtmlView:
     """Predictions shown as HTML in a notebook (``_repr_html_``), or saved as a page."""
 
-    def __init__(self, results: Sequence[CorefResult], title: str = "coref-pipeline predictions") -> None:
+    def __init__(self, results: Sequence[Viewable], title: str = "coref-pipeline predictions") -> None:
         self.results = list(results)
         self.title = title
 
@@ -109,8 +117,6 @@ class HtmlView:
         return _STYLE + html_documents(self.results)
 
     def save(self, path: Any) -> None:
-        from coref_pipeline.conll import atomic_write_text
-
         atomic_write_text(path, html_page(self.results, self.title))
 
 

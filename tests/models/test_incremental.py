@@ -226,8 +226,20 @@ def test_training_backpropagates_per_segment_and_detaches():
     model.train()
     assert not model.encoder.training  # a frozen encoder stays in evaluation mode
     document = tiny_tensors(make_document(num_segments=3), model.config)
-    output = model(document, train=True)
-    assert output.loss > 0
+    reader = model.read_segments(document, train=True)
+    segment_losses = []
+    while True:
+        try:
+            loss = next(reader)
+        except StopIteration as finished:
+            output = finished.value
+            break
+        assert loss.requires_grad and loss.dim() == 0
+        # Nothing from an earlier segment is still in the graph: its entities were detached.
+        loss.backward()
+        segment_losses.append(float(loss.detach()))
+    assert len(segment_losses) >= 2  # one backward per segment, not one per document
+    assert output.loss == pytest.approx(sum(segment_losses)) and output.loss > 0
     grads = [p.grad for p in model.pair_scorer.parameters() if p.requires_grad]
     assert any(g is not None and g.abs().sum() > 0 for g in grads)
     assert all(p.grad is None for p in model.encoder.parameters())

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import torch
 from transformers import BertConfig
 
-from coref_pipeline.models.config import BaselineConfig
+from coref_pipeline.inference import CorefModel
+from coref_pipeline.models.baseline import BaselineCorefModel
+from coref_pipeline.models.config import BaselineConfig, IncrementalConfig
 from coref_pipeline.models.document import tensorize
 from coref_pipeline.models.encoder import SegmentEncoder
+from coref_pipeline.models.incremental import IncrementalCorefModel
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(60)]
 
@@ -111,3 +115,15 @@ def tiny_hf_tokenizer():
         pad_token="[PAD]",
         mask_token="[MASK]",
     )
+
+
+def save_tiny_models(directory: Path, max_segment_len: int = 32, threshold: float = 0.0) -> tuple[Path, Path]:
+    """A tiny random baseline and incremental model, saved as model directories."""
+    config = tiny_config(max_segment_len=max_segment_len)
+    baseline_dir, incremental_dir = directory / "baseline", directory / "incremental"
+    CorefModel("baseline", BaselineCorefModel(config, tiny_encoder(seed=3)), tiny_hf_tokenizer()).save(baseline_dir)
+    incremental = IncrementalConfig.from_baseline(config, {"dropout_rate": 0.0, "threshold": threshold})
+    CorefModel("incremental", IncrementalCorefModel(incremental, tiny_encoder(seed=4)), tiny_hf_tokenizer()).save(
+        incremental_dir
+    )
+    return baseline_dir, incremental_dir

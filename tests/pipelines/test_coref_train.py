@@ -1,18 +1,15 @@
-"""Nodes of the coref_train pipeline, with a tiny encoder stored in a local folder (as a hub id would be)."""
+"""The coref_train pipeline's nodes, with a tiny encoder stored in a local folder (as a hub id would be)."""
 
 from __future__ import annotations
 
 import pytest
 
-from coref_pipeline.models.config import ConfigError
-from coref_pipeline.pipelines.coref_train.nodes import (
-    predict_dev,
-    resolve_settings,
-    score_dev,
-    train_baseline,
-)
+from coref_pipeline.inference import CorefModel
+from coref_pipeline.models.config import ConfigError, baseline_settings
+from coref_pipeline.pipelines.coref_train.nodes import train
 from coref_pipeline.pipelines.coref_train.pipeline import create_pipeline
-from coref_pipeline.predict import CorefModel
+from coref_pipeline.pipelines.dev_scores import predict_dev, score_dev
+from coref_pipeline.segmentation import SegmentationMismatchError, SegmentationRecord
 
 from ..models.tiny import make_document, tiny_encoder, tiny_hf_tokenizer
 
@@ -40,12 +37,10 @@ def params_for(encoder_dir, work_dir, **overrides):
         "eval_frequency": 3,
         "report_frequency": 2,
         "checkpoint_frequency": 2,
-        "remove_singletons": False,
     }
     return {
         "preset": "tiny",
         "overrides": overrides,
-        "language": "english",
         "work_dir": str(work_dir),
         "restart": False,
         "presets": {"tiny": preset},
@@ -60,57 +55,98 @@ def segmented():
     return {f"{split}.english.16": (lambda d=d: d) for split, d in docs.items()}
 
 
+def segmentation(tokenizer_name: str) -> dict:
+    return SegmentationRecord.of(tokenizer_name, tiny_hf_tokenizer(), [16]).to_dict()
+
+
 def test_train_predict_and_score(encoder_dir, tmp_path):
     params = params_for(encoder_dir, tmp_path / "work")
-    model = train_baseline(segmented(), params)
+    model = train(segmented(), segmentation(str(encoder_dir)), params, False)
     assert isinstance(model, CorefModel) and model.config.coref_depth == 2
     assert (tmp_path / "work" / "best" / "model.safetensors").is_file()
     assert (tmp_path / "work" / "dvclive" / "metrics.json").is_file()
-    predictions = predict_dev(model, segmented(), params)
+    predictions = predict_dev(model, segmented(), segmentation(str(encoder_dir)))
     assert [p["doc_key"] for p in predictions] == ["nw/dev0_0", "nw/dev1_0"]
     assert all("predicted_clusters" in p for p in predictions)
-    metrics = score_dev(predictions, params)
-    assert set(metrics) >= {"conll_f1", "muc_f1", "bcub_f1", "ceafe_f1"}
+    metrics = score_dev(predictions, False)
+    assert set(metrics) == {"conll_f1", "muc_f1", "bcub_f1", "ceafe_f1", "lea_f1"}
     assert 0 <= metrics["conll_f1"] <= 100
 
 
+def test_data_segmented_with_another_tokenizer_is_refused(encoder_dir, tmp_path, minilm_tokenizer):
+    minilm = SegmentationRecord.of("embedded:minilm", minilm_tokenizer, [16]).to_dict()
+    with pytest.raises(SegmentationMismatchError) as error:
+        train(segmented(), minilm, params_for(encoder_dir, tmp_path / "work"), False)
+    message = str(error.value)
+    assert f"segmented with tokenizer 'embedded:minilm', the model uses '{encoder_dir}'" in message
+    assert "kedro run --pipelines=segment" in message
+    assert not (tmp_path / "work" / "checkpoints").exists()
+
+
 def test_settings_from_a_preset_with_overrides(encoder_dir, tmp_path):
-    model, training = resolve_settings(params_for(encoder_dir, tmp_path, ffnn_size=7, seed=5))
+    params = params_for(encoder_dir, tmp_path, ffnn_size=7, seed=5)
+    model, training = baseline_settings(params["presets"], params["preset"], params["overrides"])
     assert (model.ffnn_size, training.seed, model.max_segment_len) == (7, 5, 16)
     with pytest.raises(ConfigError, match=r"unknown coref_train key\(s\) \['ffnn_sise'\]"):
-        resolve_settings(params_for(encoder_dir, tmp_path, ffnn_sise=7))
+        baseline_settings(params["presets"], "tiny", {"ffnn_sise": 7})
     with pytest.raises(ConfigError, match="unknown preset 'nope'"):
-        resolve_settings({**params_for(encoder_dir, tmp_path), "preset": "nope"})
+        baseline_settings(params["presets"], "nope")
+    with pytest.raises(ConfigError, match=r"model key 'ffnn_size': 'abc' is not an integer"):
+        baseline_settings(params["presets"], "tiny", {"ffnn_size": "abc"})
+    with pytest.raises(ConfigError, match=r"training key 'num_epochs': 'abc' is not an integer"):
+        baseline_settings(params["presets"], "tiny", {"num_epochs": "abc"})
 
 
-def test_a_missing_partition_is_named():
-    from coref_pipeline.datasets import select_partition
+def test_presets_extend_a_base_and_state_only_what_differs():
+    presets = {"base": {"ffnn_size": 10, "seed": 3}, "mid": {"extends": "base", "seed": 4}, "top": {"extends": "mid"}}
+    model, training = baseline_settings(presets, "top", {"max_segment_len": 128})
+    assert (model.ffnn_size, training.seed, model.max_segment_len) == (10, 4, 128)
+    with pytest.raises(ConfigError, match="extend each other in a cycle: a -> b -> a"):
+        baseline_settings({"a": {"extends": "b"}, "b": {"extends": "a"}}, "a")
+    with pytest.raises(ConfigError, match="preset 'a' extends 'c', which is not a preset"):
+        baseline_settings({"a": {"extends": "c"}}, "a")
 
-    with pytest.raises(KeyError, match="'train.english.512'.*add 512 to segment.max_segment_lens"):
-        select_partition(segmented(), "train", "english", 512)
 
-
-def test_the_committed_presets_resolve():
+def test_the_committed_presets_resolve_to_the_originals():
     import yaml
 
     from ..paths import PROJECT_ROOT
 
     params = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]
-    for name in params["presets"]:
-        model, training = resolve_settings({**params, "preset": name})
-        assert model.max_segment_len in (128, 384, 512) and training.num_epochs > 0
+    resolved = {name: baseline_settings(params["presets"], name) for name in params["presets"]}
+    # experiments.conf (mandarjoshi90/coref): segment length, crop, learning rates of each released model.
+    expected = {
+        "bert_base": (128, 11, 1e-5, 2e-4),
+        "bert_large": (384, 3, 1e-5, 2e-4),
+        "spanbert_base": (384, 3, 2e-5, 1e-4),
+        "spanbert_large": (512, 3, 1e-5, 3e-4),
+    }
+    for name, (length, crop, bert_lr, task_lr) in expected.items():
+        model, training = resolved[name]
+        assert (model.max_segment_len, model.max_training_sentences) == (length, crop), name
+        assert (training.bert_learning_rate, training.task_learning_rate) == (bert_lr, task_lr), name
+        assert (model.ffnn_size, model.coref_depth, training.num_epochs) == (3000, 2, 20), name
+    assert resolved["spanbert_large"][0].tokenizer_name == "bert-base-cased"
+    assert resolved["cpu_minilm"][0].encoder == "embedded:minilm" and resolved["cpu_minilm"][0].ffnn_size == 1000
 
 
 def test_pipeline_wiring():
     pipeline = create_pipeline()
     assert pipeline.all_outputs() == {"baseline_model", "baseline_dev_predictions", "baseline_dev_metrics"}
-    assert pipeline.inputs() == {"segmented_documents", "params:coref_train"}
+    assert pipeline.inputs() == {
+        "segmented_documents",
+        "segmentation",
+        "params:coref_train",
+        "params:evaluate.remove_singletons",
+    }
 
 
 def test_a_new_configuration_in_the_same_work_dir_starts_afresh_with_its_curves(encoder_dir, tmp_path, caplog):
-    train_baseline(segmented(), params_for(encoder_dir, tmp_path / "work"))
+    train(segmented(), segmentation(str(encoder_dir)), params_for(encoder_dir, tmp_path / "work"), False)
     with caplog.at_level("WARNING"):
-        model = train_baseline(segmented(), params_for(encoder_dir, tmp_path / "work", ffnn_size=12))
+        model = train(
+            segmented(), segmentation(str(encoder_dir)), params_for(encoder_dir, tmp_path / "work", ffnn_size=12), False
+        )
     assert "starting a fresh run" in caplog.text
     assert model.config.ffnn_size == 12
     assert (tmp_path / "work" / "dvclive" / "metrics.json").is_file()

@@ -1,25 +1,21 @@
-"""Nodes of the incremental_train pipeline, from a tiny baseline trained by the coref_train nodes."""
+"""The incremental_train pipeline's nodes, from a tiny baseline trained by the coref_train node."""
 
 from __future__ import annotations
 
 import pytest
 
+from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import ConfigError
-from coref_pipeline.pipelines.coref_train.nodes import train_baseline
-from coref_pipeline.pipelines.incremental_train.nodes import (
-    predict_incremental_dev,
-    score_incremental_dev,
-    train_incremental,
-)
+from coref_pipeline.pipelines.coref_train.nodes import train as train_baseline_node
+from coref_pipeline.pipelines.dev_scores import predict_dev, score_dev
+from coref_pipeline.pipelines.incremental_train.nodes import train
 from coref_pipeline.pipelines.incremental_train.pipeline import create_pipeline
-from coref_pipeline.predict import CorefModel
 
-from .test_coref_train import encoder_dir, params_for, segmented  # noqa: F401 (fixture)
+from .test_coref_train import encoder_dir, params_for, segmentation, segmented  # noqa: F401 (fixture)
 
 
 def incremental_params(work_dir, **model):
     return {
-        "language": "english",
         "work_dir": str(work_dir),
         "restart": False,
         "cache_encoder_outputs": True,
@@ -33,43 +29,56 @@ def incremental_params(work_dir, **model):
             "eval_frequency": 2,
             "report_frequency": 2,
             "checkpoint_frequency": 2,
-            "remove_singletons": False,
         },
     }
 
 
 @pytest.fixture
 def baseline(encoder_dir, tmp_path):  # noqa: F811
-    return train_baseline(segmented(), params_for(encoder_dir, tmp_path / "baseline_run", max_steps=2))
+    params = params_for(encoder_dir, tmp_path / "baseline_run", max_steps=2)
+    return train_baseline_node(segmented(), segmentation(str(encoder_dir)), params, False)
 
 
-def test_train_predict_and_score(baseline, tmp_path):
-    params = incremental_params(tmp_path / "incremental_run")
-    model = train_incremental(baseline, segmented(), params)
+def test_train_predict_and_score(baseline, encoder_dir, tmp_path):  # noqa: F811
+    record = segmentation(str(encoder_dir))
+    model = train(baseline, segmented(), record, incremental_params(tmp_path / "incremental_run"), False)
     assert model.model_type == "incremental"
     assert model.config.ffnn_size == baseline.config.ffnn_size and model.config.dropout_rate == 0.4
     assert (tmp_path / "incremental_run" / "best" / "model.safetensors").is_file()
     assert (tmp_path / "incremental_run" / "dvclive").is_dir()
-    predictions = predict_incremental_dev(model, segmented(), params)
+    predictions = predict_dev(model, segmented(), record)
     assert [p["doc_key"] for p in predictions] == ["nw/dev0_0", "nw/dev1_0"]
-    metrics = score_incremental_dev(predictions, params)
+    metrics = score_dev(predictions, False)
     assert 0 <= metrics["conll_f1"] <= 100 and set(metrics) >= {"muc_f1", "bcub_f1", "ceafe_f1"}
     reloaded = CorefModel.load(tmp_path / "incremental_run" / "best")
     assert reloaded.model_type == "incremental"
 
 
-def test_sizes_that_contradict_the_baseline_are_refused(baseline, tmp_path):
+def test_sizes_that_contradict_the_baseline_are_refused(baseline, encoder_dir, tmp_path):  # noqa: F811
     with pytest.raises(ConfigError, match="ffnn_size: baseline 16, configured 32"):
-        train_incremental(baseline, segmented(), incremental_params(tmp_path / "run", ffnn_size=32))
+        train(
+            baseline,
+            segmented(),
+            segmentation(str(encoder_dir)),
+            incremental_params(tmp_path / "r", ffnn_size=32),
+            False,
+        )
 
 
-def test_it_starts_from_a_baseline_only(baseline, tmp_path):
-    incremental = train_incremental(baseline, segmented(), incremental_params(tmp_path / "run"))
+def test_it_starts_from_a_baseline_only(baseline, encoder_dir, tmp_path):  # noqa: F811
+    record = segmentation(str(encoder_dir))
+    incremental = train(baseline, segmented(), record, incremental_params(tmp_path / "run"), False)
     with pytest.raises(ConfigError, match="starts from a baseline model"):
-        train_incremental(incremental, segmented(), incremental_params(tmp_path / "run2"))
+        train(incremental, segmented(), record, incremental_params(tmp_path / "run2"), False)
 
 
 def test_pipeline_wiring():
     pipeline = create_pipeline()
-    assert pipeline.inputs() == {"baseline_model", "segmented_documents", "params:incremental_train"}
+    assert pipeline.inputs() == {
+        "baseline_model",
+        "segmented_documents",
+        "segmentation",
+        "params:incremental_train",
+        "params:evaluate.remove_singletons",
+    }
     assert pipeline.outputs() == {"incremental_dev_metrics"}

@@ -1,38 +1,37 @@
-"""Nodes of the segment pipeline."""
+"""The segment pipeline: segments what the chosen coref_train preset reads, and records how."""
 
 from __future__ import annotations
 
-from coref_pipeline.datasets import ConllFileDataset
-from coref_pipeline.pipelines.preprocess.nodes import preprocess_conll
-from coref_pipeline.pipelines.segment.nodes import segment_documents
+from coref_pipeline.conll import ConllFile
+from coref_pipeline.corpus import preprocess_corpus
+from coref_pipeline.pipelines.segment.nodes import segment
 from coref_pipeline.pipelines.segment.pipeline import create_pipeline
-from coref_pipeline.segmentation import check_document
+from coref_pipeline.segmentation import SegmentationRecord
 
 from ..paths import FIXTURES
 
-PREPROCESS = {"min_columns": 12, "skip_bad_documents": False, "genres": ["bc"], "default_genre": "nw"}
+CHOSEN = {
+    "preset": "small",
+    "overrides": {},
+    "presets": {"base": {"max_segment_len": 128}, "small": {"extends": "base"}},
+}
+DEFAULTS = {"tokenizer": None, "max_segment_lens": None, "language": "english", "include_tokens": True}
 
 
-def test_segment_documents_writes_every_split_and_length():
-    frame = preprocess_conll(ConllFileDataset(str(FIXTURES / "tiny.v4_gold_conll")).load(), PREPROCESS)
-    params = {
-        "tokenizer": "embedded:minilm",
-        "max_segment_lens": [8, 128],
-        "language": "english",
-        "include_tokens": True,
-    }
-    outputs = segment_documents(frame, frame.iloc[:0], frame, params)
-    assert sorted(outputs) == [f"{split}.english.{n}" for split in ("dev", "test", "train") for n in (128, 8)]
-    assert outputs["dev.english.8"] == []
-    [short] = outputs["train.english.8"]
-    [long] = outputs["train.english.128"]
-    assert len(short["sentences"]) == 3 and len(long["sentences"]) == 1
-    check_document(short, 8)
-    check_document(long, 128)
-    assert long["tokens"] == short["tokens"]
+def test_by_default_the_chosen_presets_length_and_tokenizer():
+    frame = preprocess_corpus(ConllFile.read(FIXTURES / "tiny.v4_gold_conll"))
+    partitions, record = segment(frame, frame.iloc[:0], frame, DEFAULTS, CHOSEN)
+    assert sorted(partitions) == ["dev.english.128", "test.english.128", "train.english.128"]
+    record = SegmentationRecord.from_dict(record)
+    assert record.tokenizer == "embedded:minilm" and record.max_segment_lens == (128,)
+    chosen = {**CHOSEN, "overrides": {"max_segment_len": 64}}
+    partitions, _ = segment(frame, frame, frame, {**DEFAULTS, "max_segment_lens": [8, 32]}, chosen)
+    assert sorted(partitions) == [f"{split}.english.{n}" for split in ("dev", "test", "train") for n in (32, 8)]
+    partitions, _ = segment(frame, frame, frame, DEFAULTS, chosen)
+    assert sorted(partitions) == [f"{split}.english.64" for split in ("dev", "test", "train")]
 
 
 def test_pipeline_wiring():
     pipeline = create_pipeline()
-    assert pipeline.outputs() == {"segmented_documents"}
-    assert "params:segment" in pipeline.inputs()
+    assert pipeline.outputs() == {"segmented_documents", "segmentation"}
+    assert {"params:segment", "params:coref_train"} <= pipeline.inputs()

@@ -7,7 +7,6 @@ the counts of its documents, as the corpus score does.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,9 +16,11 @@ from typing import Any
 
 import pandas as pd
 
-from coref_pipeline.conll import GENRES, genre_of
+from coref_pipeline.conll import DEFAULT_GENRE, GENRES, NO_SPEAKER, genre_of
 from coref_pipeline.evaluation.metrics import CONLL_METRICS
 from coref_pipeline.evaluation.scoring import CorpusScores, DocumentScores, pool
+from coref_pipeline.files import read_jsonlines
+from coref_pipeline.segmentation import SPEAKER_PLACEHOLDER
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ LENGTH_BUCKETS: tuple[tuple[int, int | None, str], ...] = (
     (1153, None, "1153+"),
 )
 SPEAKER_GROUPS: tuple[str, ...] = ("1", "2+")
-PLACEHOLDER_SPEAKERS = frozenset({"-", "[SPL]"})
+PLACEHOLDER_SPEAKERS = frozenset({NO_SPEAKER, SPEAKER_PLACEHOLDER})
 
 
 def length_bucket(length: int) -> str:
@@ -78,7 +79,7 @@ class DocumentInfo:
 
 
 def document_info(
-    document: Mapping[str, Any], default_genre: str = "nw", genres: Sequence[str] = GENRES
+    document: Mapping[str, Any], default_genre: str = DEFAULT_GENRE, genres: Sequence[str] = GENRES
 ) -> DocumentInfo:
     """Length, speaker count and genre of a jsonlines document (``doc_key``, ``subtoken_map``, ``speakers``)."""
     doc_key = document["doc_key"]
@@ -90,14 +91,12 @@ def document_info(
     )
 
 
-def read_document_infos(path: str | Path, default_genre: str = "nw") -> dict[str, DocumentInfo]:
+def read_document_infos(path: str | Path, default_genre: str = DEFAULT_GENRE) -> dict[str, DocumentInfo]:
     """:class:`DocumentInfo` of every document of a jsonlines file, by ``doc_key``."""
     infos = {}
-    with Path(path).open(encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                info = document_info(json.loads(line), default_genre)
-                infos[info.doc_key] = info
+    for document in read_jsonlines(path):
+        info = document_info(document, default_genre)
+        infos[info.doc_key] = info
     return infos
 
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache
 from itertools import chain, repeat
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 logger = logging.getLogger(__name__)
 
@@ -211,6 +211,44 @@ def b_cubed(overlap: ClusterOverlap) -> Counts:
     return Counts(recall_num, int(overlap.key_sizes.sum()), precision_num, int(overlap.response_sizes.sum()))
 
 
+@cache
+def _linear_sum_assignment() -> Callable[..., tuple[np.ndarray, np.ndarray]]:
+    """``scipy.optimize.linear_sum_assignment``, imported on first use and without the rest of ``scipy.optimize``.
+
+    The function lives in the compiled module ``scipy.optimize._lsap``; importing
+    it the ordinary way runs ``scipy/optimize/__init__.py``, which imports all of
+    ``scipy.optimize`` and ``scipy.linalg`` (about 0.5 s, more than scoring a
+    corpus). The compiled module is loaded from its file alone when it is there:
+    the same function, without the 0.5 s. Otherwise (``scipy.optimize`` already
+    imported, another layout of scipy) the ordinary import is used.
+    """
+    import sys
+
+    if "scipy.optimize" in sys.modules:
+        return sys.modules["scipy.optimize"].linear_sum_assignment
+    try:
+        import importlib.machinery
+        import importlib.util
+        from pathlib import Path
+
+        scipy_spec = importlib.util.find_spec("scipy")
+        folders = scipy_spec.submodule_search_locations if scipy_spec is not None else None
+        for folder in folders or ():
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                path = Path(folder) / "optimize" / f"_lsap{suffix}"
+                if path.is_file():
+                    loader = importlib.machinery.ExtensionFileLoader("scipy.optimize._lsap", str(path))
+                    spec = importlib.util.spec_from_file_location("scipy.optimize._lsap", path, loader=loader)
+                    module = importlib.util.module_from_spec(spec)
+                    loader.exec_module(module)
+                    return module.linear_sum_assignment
+    except (ImportError, OSError, AttributeError):
+        pass
+    from scipy.optimize import linear_sum_assignment
+
+    return linear_sum_assignment
+
+
 def best_alignment_similarity(overlap: ClusterOverlap, similarity: np.ndarray) -> float:
     """Total similarity of the best one-to-one alignment of key and response clusters.
 
@@ -231,7 +269,7 @@ def best_alignment_similarity(overlap: ClusterOverlap, similarity: np.ndarray) -
         columns, column_of_pair = np.unique(overlap.response_index[tangled], return_inverse=True)
         matrix = np.zeros((len(rows), len(columns)))  # [tangled key clusters, tangled response clusters]
         matrix[row_of_pair, column_of_pair] = similarity[tangled]
-        assigned_rows, assigned_columns = linear_sum_assignment(matrix, maximize=True)
+        assigned_rows, assigned_columns = _linear_sum_assignment()(matrix, maximize=True)
         total += float(matrix[assigned_rows, assigned_columns].sum())
     return total
 

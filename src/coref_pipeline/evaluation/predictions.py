@@ -1,14 +1,16 @@
-"""Model predictions (subtoken spans) -> word-level clusters for a CoNLL-2012 response file.
+"""Model predictions (jsonlines documents with subtoken clusters) -> word-level clusters and their scores.
 
-Write the result with ``coref_pipeline.conll.write_conll_response``.
+Write the word clusters as a response file with ``coref_pipeline.conll.write_conll_response``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from coref_pipeline.evaluation.metrics import Cluster, Span
+from coref_pipeline.evaluation.metrics import CONLL_METRICS, Cluster, Span
+from coref_pipeline.evaluation.scoring import CorpusScores, score_documents
 
 logger = logging.getLogger(__name__)
 
@@ -36,3 +38,59 @@ def subtoken_to_word_clusters(
         if word_cluster:
             word_clusters.append(word_cluster)
     return word_clusters
+
+
+def word_clusters(document: Mapping[str, Any], key: str = "predicted_clusters") -> list[Cluster]:
+    """A jsonlines document's subtoken clusters (``key``) as word spans, through its ``subtoken_map``."""
+    return subtoken_to_word_clusters(document[key], document["subtoken_map"])
+
+
+def score_predictions(
+    predictions: Sequence[Mapping[str, Any]],
+    remove_singletons: bool,
+    metrics: Sequence[str] = CONLL_METRICS,
+    gold: Mapping[str, Sequence[Cluster]] | None = None,
+    gold_source: str = "the gold clusters",
+) -> CorpusScores:
+    """Score the ``predicted_clusters`` of jsonlines documents at the word level.
+
+    The key is ``gold`` (word clusters by ``doc_key``, e.g. read from the gold
+    CoNLL file) or, without it, each document's own ``clusters``. Training-time
+    dev evaluation and the ``evaluate`` pipeline both score through here.
+    """
+    response = {document["doc_key"]: word_clusters(document) for document in predictions}
+    if gold is None:
+        gold = {document["doc_key"]: word_clusters(document, "clusters") for document in predictions}
+    return score_documents(
+        gold, response, metrics, remove_singletons=remove_singletons, key_source=gold_source,
+        response_source="the predictions",
+    )  # fmt: skip
+
+
+# The figures a user compares between runs (the DVC metrics files): CoNLL F1 and these metrics' F1.
+HEADLINE_METRICS: tuple[str, ...] = ("muc", "bcub", "ceafe", "lea")
+
+
+def headline_metrics(scores: CorpusScores) -> dict[str, float]:
+    """CoNLL F1 and the F1 of each headline metric scored, in percent (4 decimals)."""
+    headline = {"conll_f1": round(100 * scores.conll_f1, 4)} if scores.conll_f1 is not None else {}
+    for name in HEADLINE_METRICS:
+        if name in scores.metrics:
+            headline[f"{name}_f1"] = round(100 * scores[name].f1, 4)
+    return headline
+
+
+def summary_metrics(scores: CorpusScores) -> dict[str, float]:
+    """CoNLL F1 and each metric's recall, precision and F1, in percent (4 decimals): what a user compares."""
+    summary: dict[str, float] = {}
+    if scores.conll_f1 is not None:
+        summary["conll_f1"] = round(100 * scores.conll_f1, 4)
+    for name, counts in scores.metrics.items():
+        summary.update(
+            {
+                f"{name}_recall": round(100 * counts.recall, 4),
+                f"{name}_precision": round(100 * counts.precision, 4),
+                f"{name}_f1": round(100 * counts.f1, 4),
+            }
+        )
+    return summary

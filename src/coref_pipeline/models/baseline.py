@@ -8,6 +8,7 @@ higher-order refinement and the loss.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
@@ -169,6 +170,10 @@ class BaselineCorefModel(nn.Module):
         return output
 
     # ------------------------------------------------------------- training
+    def training_losses(self, document: DocumentTensors) -> Iterator[torch.Tensor]:
+        """The document's training loss (one: the whole crop is one graph)."""
+        yield self(document).loss
+
     @staticmethod
     def span_cluster_ids(
         starts: torch.Tensor, ends: torch.Tensor, gold_starts: torch.Tensor, gold_ends: torch.Tensor, ids: torch.Tensor

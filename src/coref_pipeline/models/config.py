@@ -1,57 +1,57 @@
-"""Typed configuration of the models: one dataclass per model, unknown keys rejected.
+"""Typed configuration: one frozen dataclass per model and one for training, unknown keys rejected.
 
 Keys are named as in the original ``experiments.conf`` of the BERT coreference code.
+Both models are a :class:`SpanModelConfig` (the encoder, segments, span scorer and
+pair scorer sizes: what the incremental model takes from its baseline) plus keys of
+their own. Every configuration reads and writes itself through :class:`Config`:
+values are checked against the field types, and an unknown key names the known ones.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-GENRES = ("bc", "bn", "mz", "nw", "pt", "tc", "wb")
+from coref_pipeline.config_base import Config, ConfigError, ConfigT
+from coref_pipeline.conll import DEFAULT_GENRE, GENRES
 
-ConfigT = TypeVar("ConfigT")
+__all__ = [
+    "BaselineConfig",
+    "Config",
+    "ConfigError",
+    "CorefTrainParameters",
+    "IncrementalConfig",
+    "IncrementalTrainParameters",
+    "SHARED_ARCHITECTURE_KEYS",
+    "SpanModelConfig",
+    "TrainingConfig",
+    "baseline_settings",
+    "resolve_preset",
+    "split_settings",
+]
 
 
-class ConfigError(ValueError):
-    """A configuration with unknown or invalid keys."""
+def _check_span_selection(config: BaselineConfig | IncrementalConfig) -> None:
+    """The checks of the two keys each model has its own value of."""
+    _check_range("top_span_ratio", config.top_span_ratio, 0.0, 1.0, low_open=True)
+    _check_range("dropout_rate", config.dropout_rate, 0.0, 0.999999)
 
 
-def config_from_dict(cls: type[ConfigT], values: Mapping[str, Any], what: str) -> ConfigT:
-    """Build dataclass ``cls`` from ``values``; unknown keys are an error that lists the known ones."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - names)
-    if unknown:
-        raise ConfigError(f"unknown {what} key(s) {unknown}; known keys: {sorted(names)}")
-    kwargs = {key: tuple(value) if isinstance(value, list) else value for key, value in values.items()}
-    return cls(**kwargs)
-
-
-def check_shared_values(config: Any) -> None:
-    """The checks both model configurations need: positive sizes, ratios in range, a known genre."""
-    for name in ("max_segment_len", "max_training_sentences", "max_span_width", "ffnn_size", "feature_size"):
-        if getattr(config, name) < 1:
-            raise ConfigError(f"{name} must be positive, got {getattr(config, name)}")
-    if config.ffnn_depth < 1:
-        raise ConfigError(f"ffnn_depth must be at least 1, got {config.ffnn_depth}")
-    if not 0.0 < config.top_span_ratio <= 1.0:
-        raise ConfigError(f"top_span_ratio must be in (0, 1], got {config.top_span_ratio}")
-    if not 0.0 <= config.dropout_rate < 1.0:
-        raise ConfigError(f"dropout_rate must be in [0, 1), got {config.dropout_rate}")
-    if config.default_genre not in config.genres:
-        raise ConfigError(f"default_genre {config.default_genre!r} is not one of genres {list(config.genres)}")
+def _check_range(name: str, value: float, low: float, high: float, low_open: bool = False) -> None:
+    if value < low or value > high or (low_open and value == low) or (not low_open and high < 1 and value == high):
+        bracket = "(" if low_open else "["
+        raise ConfigError(f"{name} must be in {bracket}{low}, {high}], got {value}")
 
 
 @dataclass(frozen=True)
-class BaselineConfig:
-    """The coarse-to-fine span-ranking model ("independent" in Joshi et al.); defaults are the original's."""
+class SpanModelConfig(Config):
+    """What both models share, and what fixes the shapes of the weights the incremental model takes."""
 
     encoder: str = "embedded:minilm"
     tokenizer: str | None = None  # None: the encoder's own (SpanBERT uses bert-base-cased's)
     max_segment_len: int = 384
-    max_training_sentences: int = 3
+    max_training_sentences: int = 3  # segments per training crop; rows of the segment-distance embedding
     max_span_width: int = 30
     word_boundary_spans: bool = False
     feature_size: int = 20
@@ -59,122 +59,68 @@ class BaselineConfig:
     ffnn_size: int = 3000
     ffnn_depth: int = 1
     use_prior: bool = True
+    use_metadata: bool = True
+    use_features: bool = True
+    use_segment_distance: bool = True
+    max_num_speakers: int = 20
+    genres: tuple[str, ...] = GENRES
+    default_genre: str = DEFAULT_GENRE
+
+    def __post_init__(self) -> None:
+        for name in ("max_segment_len", "max_training_sentences", "max_span_width", "ffnn_size", "feature_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.ffnn_depth < 1:
+            raise ConfigError(f"ffnn_depth must be at least 1, got {self.ffnn_depth}")
+        if self.default_genre not in self.genres:
+            raise ConfigError(f"default_genre {self.default_genre!r} is not one of genres {list(self.genres)}")
+
+    @property
+    def tokenizer_name(self) -> str:
+        """The tokenizer the model reads its segments with."""
+        return self.tokenizer or self.encoder
+
+
+# Keys that fix the shapes of the weights the incremental model takes from the baseline.
+SHARED_ARCHITECTURE_KEYS = SpanModelConfig.keys()
+
+
+@dataclass(frozen=True)
+class BaselineConfig(SpanModelConfig):
+    """The coarse-to-fine span-ranking model ("independent" in Joshi et al.); defaults are the original's."""
+
+    what: ClassVar[str] = "model"
+
     top_span_ratio: float = 0.4
     max_num_extracted_spans: int = 3900
     max_top_antecedents: int = 50
     coarse_to_fine: bool = True
     fine_grained: bool = True
-    use_metadata: bool = True
-    use_features: bool = True
-    use_segment_distance: bool = True
     coref_depth: int = 2
-    max_num_speakers: int = 20
-    genres: tuple[str, ...] = GENRES
-    default_genre: str = "nw"
     dropout_rate: float = 0.3
     # Inference: a document with more subtokens than this is refused (use the incremental model).
     max_inference_subtokens: int = 30000
 
     def __post_init__(self) -> None:
-        check_shared_values(self)
+        super().__post_init__()
+        _check_span_selection(self)
         if self.coref_depth < 1:
             raise ConfigError(f"coref_depth must be at least 1, got {self.coref_depth}")
 
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> BaselineConfig:
-        return config_from_dict(cls, values, "model")
 
-    def to_dict(self) -> dict[str, Any]:
-        values = dataclasses.asdict(self)
-        values["genres"] = list(self.genres)
-        return values
-
-
-@dataclass(frozen=True)
-class TrainingConfig:
-    """Optimisation of the baseline (defaults are the original's)."""
-
-    seed: int = 13
-    num_epochs: int = 20
-    bert_learning_rate: float = 1e-5
-    task_learning_rate: float = 2e-4
-    adam_eps: float = 1e-6
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    gradient_clip: float = 1.0
-    eval_frequency: int = 1000
-    report_frequency: int = 100
-    patience: int | None = None  # evaluations without improvement before stopping; None = never
-    eval_max_documents: int | None = None  # evaluate on the first N dev documents only; None = all
-    max_steps: int | None = None  # stop after this many steps (for tests and quick runs); None = all epochs
-    time_budget_minutes: float | None = None  # stop once training took this long (not reproducible); None = off
-    checkpoint_frequency: int = 100  # steps between resumable checkpoints
-    remove_singletons: bool = True  # score without singletons (OntoNotes has none)
-
-    def __post_init__(self) -> None:
-        if self.num_epochs < 1 or self.eval_frequency < 1 or self.checkpoint_frequency < 1:
-            raise ConfigError("num_epochs, eval_frequency and checkpoint_frequency must be positive")
-        if not 0.0 <= self.warmup_ratio < 1.0:
-            raise ConfigError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
-
-    @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> TrainingConfig:
-        return config_from_dict(cls, values, "training")
-
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-# Keys that fix the shapes of the weights the incremental model takes from the baseline.
-SHARED_ARCHITECTURE_KEYS = (
-    "encoder",
-    "tokenizer",
-    "max_segment_len",
-    "max_training_sentences",
-    "max_span_width",
-    "word_boundary_spans",
-    "feature_size",
-    "model_heads",
-    "ffnn_size",
-    "ffnn_depth",
-    "use_prior",
-    "use_metadata",
-    "use_features",
-    "use_segment_distance",
-    "max_num_speakers",
-    "genres",
-    "default_genre",
-)
 UPDATES = ("learned", "mean")
 LOSSES = ("latest_antecedent", "all_antecedents")
 
 
 @dataclass(frozen=True)
-class IncrementalConfig:
+class IncrementalConfig(SpanModelConfig):
     """The constant-memory incremental model of Xia, Sedoc and Van Durme (2020); defaults are the paper's.
 
-    The architecture keys (``SHARED_ARCHITECTURE_KEYS``) are the baseline's; the rest are its own.
+    The :class:`SpanModelConfig` keys are the baseline's (``from_baseline``); the rest are its own.
     """
 
-    # Shared with the baseline (the weights it takes from it).
-    encoder: str = "embedded:minilm"
-    tokenizer: str | None = None
-    max_segment_len: int = 384
-    max_training_sentences: int = 3  # rows of the segment-distance embedding (only row 0 is used)
-    max_span_width: int = 30
-    word_boundary_spans: bool = False
-    feature_size: int = 20
-    model_heads: bool = True
-    ffnn_size: int = 3000
-    ffnn_depth: int = 1
-    use_prior: bool = True
-    use_metadata: bool = True
-    use_features: bool = True
-    use_segment_distance: bool = True
-    max_num_speakers: int = 20
-    genres: tuple[str, ...] = GENRES
-    default_genre: str = "nw"
-    # Its own.
+    what: ClassVar[str] = "incremental model"
+
     top_span_ratio: float = 0.4  # spans kept per segment, as a share of its subtokens
     threshold: float = 0.0  # score of the new-entity option
     update: str = "learned"  # "learned": e <- a e + (1 - a) m with a = sigmoid(FFNN([e; m])); "mean"
@@ -188,7 +134,8 @@ class IncrementalConfig:
     dropout_rate: float = 0.4
 
     def __post_init__(self) -> None:
-        check_shared_values(self)
+        super().__post_init__()
+        _check_span_selection(self)
         if self.alpha_hidden_size < 1:
             raise ConfigError(f"alpha_hidden_size must be at least 1, got {self.alpha_hidden_size}")
         if self.update not in UPDATES:
@@ -203,27 +150,122 @@ class IncrementalConfig:
                 raise ConfigError(f"{name} must be a non-negative number of subtokens or null")
 
     @classmethod
-    def from_dict(cls, values: Mapping[str, Any]) -> IncrementalConfig:
-        return config_from_dict(cls, values, "incremental model")
-
-    @classmethod
-    def from_baseline(cls, baseline: Mapping[str, Any], values: Mapping[str, Any]) -> IncrementalConfig:
-        """The baseline's architecture keys plus ``values``; a ``values`` key that contradicts the baseline is an error."""
+    def from_baseline(
+        cls, baseline: SpanModelConfig | Mapping[str, Any], values: Mapping[str, Any]
+    ) -> IncrementalConfig:
+        """The baseline's shared keys plus ``values``; a ``values`` key that contradicts the baseline is an error."""
+        baseline_values = baseline.to_dict() if isinstance(baseline, Config) else dict(baseline)
+        shared = {key: value for key, value in baseline_values.items() if key in SHARED_ARCHITECTURE_KEYS}
         conflicts = {
-            key: (baseline[key], value)
+            key: (shared[key], value)
             for key, value in values.items()
-            if key in SHARED_ARCHITECTURE_KEYS
-            and key in baseline
-            and (list(value) if isinstance(value, list | tuple) else value)
-            != (list(baseline[key]) if isinstance(baseline[key], list | tuple) else baseline[key])
+            if key in shared and (list(value) if isinstance(value, list | tuple) else value) != shared[key]
         }
         if conflicts:
             details = "; ".join(f"{key}: baseline {old!r}, configured {new!r}" for key, (old, new) in conflicts.items())
             raise ConfigError(f"the incremental model's configuration does not match its baseline's sizes ({details})")
-        shared = {key: baseline[key] for key in SHARED_ARCHITECTURE_KEYS if key in baseline}
         return cls.from_dict({**shared, **values})
 
-    def to_dict(self) -> dict[str, Any]:
-        values = dataclasses.asdict(self)
-        values["genres"] = list(self.genres)
-        return values
+
+@dataclass(frozen=True)
+class TrainingConfig(Config):
+    """Optimisation, evaluation and checkpoints of a run (defaults are the original baseline's)."""
+
+    what: ClassVar[str] = "training"
+
+    seed: int = 13
+    num_epochs: int = 20
+    bert_learning_rate: float = 1e-5
+    task_learning_rate: float = 2e-4
+    adam_eps: float = 1e-6
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    gradient_clip: float = 1.0
+    eval_frequency: int = 1000  # steps between dev evaluations
+    report_frequency: int = 100  # steps between loss / speed reports on the progress bar
+    patience: int | None = None  # evaluations without improvement before stopping; None = never
+    eval_max_documents: int | None = None  # evaluate on the first N dev documents only; None = all
+    max_steps: int | None = None  # stop after this many steps (one document each); None = all epochs
+    time_budget_minutes: float | None = None  # stop once training steps took this long; None = off
+    checkpoint_frequency: int = 100  # steps between resumable checkpoints
+
+    def __post_init__(self) -> None:
+        if self.num_epochs < 1 or self.eval_frequency < 1 or self.checkpoint_frequency < 1:
+            raise ConfigError("num_epochs, eval_frequency and checkpoint_frequency must be positive")
+        _check_range("warmup_ratio", self.warmup_ratio, 0.0, 0.999999)
+        for name in ("max_steps", "patience", "eval_max_documents"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be positive or null, got {getattr(self, name)}")
+        if self.time_budget_minutes is not None and self.time_budget_minutes <= 0:
+            raise ConfigError(f"time_budget_minutes must be positive or null, got {self.time_budget_minutes}")
+
+
+def resolve_preset(presets: Mapping[str, Mapping[str, Any]], name: str, what: str = "preset") -> dict[str, Any]:
+    """A preset's keys with those of the presets it ``extends`` under them (as HOCON's ``${base}{...}``)."""
+    chain: list[str] = []
+    values: dict[str, Any] = {}
+    current: str | None = name
+    while current is not None:
+        if current not in presets:
+            known = sorted(presets)
+            if not chain:
+                raise ConfigError(f"unknown {what} {current!r}; presets: {known}")
+            raise ConfigError(f"{what} {chain[-1]!r} extends {current!r}, which is not a preset; presets: {known}")
+        if current in chain:
+            raise ConfigError(f"{what}s extend each other in a cycle: {' -> '.join([*chain, current])}")
+        chain.append(current)
+        entry = dict(presets[current] or {})
+        parent = entry.pop("extends", None)
+        values = {**entry, **values}
+        current = parent
+    return values
+
+
+def split_settings(values: Mapping[str, Any], model_class: type[ConfigT], where: str) -> tuple[ConfigT, TrainingConfig]:
+    """Flat keys (as ``experiments.conf`` has them) split into a model configuration and a training one."""
+    model_keys, training_keys = set(model_class.keys()), set(TrainingConfig.keys())
+    unknown = sorted(key for key in values if key not in model_keys and key not in training_keys)
+    if unknown:
+        raise ConfigError(
+            f"unknown {where} key(s) {unknown}; model keys: {sorted(model_keys)}; training keys: {sorted(training_keys)}"
+        )
+    model = model_class.from_dict({k: v for k, v in values.items() if k in model_keys})
+    training = TrainingConfig.from_dict({k: v for k, v in values.items() if k in training_keys})
+    return model, training
+
+
+def baseline_settings(
+    presets: Mapping[str, Mapping[str, Any]], preset: str, overrides: Mapping[str, Any] | None = None
+) -> tuple[BaselineConfig, TrainingConfig]:
+    """The named preset (its ``extends`` chain resolved) with ``overrides`` on top, as model and training configs."""
+    values = {**resolve_preset(presets, preset), **(overrides or {})}
+    return split_settings(values, BaselineConfig, "coref_train")
+
+
+@dataclass(frozen=True)
+class CorefTrainParameters(Config):
+    """The ``coref_train`` parameters: which preset, what to change in it, where the run lives."""
+
+    what: ClassVar[str] = "coref_train"
+
+    presets: dict[str, Any] = field(default_factory=dict)  # name -> keys (``extends`` another preset)
+    preset: str = "cpu_minilm"
+    overrides: dict[str, Any] = field(default_factory=dict)  # any model or training key, for one run
+    work_dir: str = "data/06_models/baseline_training"  # checkpoints, best model, curves; resumed from
+    restart: bool = False  # discard the run kept in work_dir
+
+    def settings(self) -> tuple[BaselineConfig, TrainingConfig]:
+        return baseline_settings(self.presets, self.preset, self.overrides)
+
+
+@dataclass(frozen=True)
+class IncrementalTrainParameters(Config):
+    """The ``incremental_train`` parameters: the model's own keys, its training, where the run lives."""
+
+    what: ClassVar[str] = "incremental_train"
+
+    model: dict[str, Any] = field(default_factory=dict)  # IncrementalConfig keys (the sizes are the baseline's)
+    training: dict[str, Any] = field(default_factory=dict)  # TrainingConfig keys
+    work_dir: str = "data/06_models/incremental_training"
+    restart: bool = False
+    cache_encoder_outputs: bool = True  # a frozen encoder's outputs computed once per document and run

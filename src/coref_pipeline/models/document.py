@@ -9,7 +9,11 @@ from typing import Any
 import numpy as np
 import torch
 
-SPEAKER_UNKNOWN, SPEAKER_PLACEHOLDER = 0, 1
+from coref_pipeline.conll import genre_of
+from coref_pipeline.segmentation import SPEAKER_PLACEHOLDER
+
+# Speaker ids, as the original numbers them: unknown, the [CLS]/[SEP] placeholder, then each new speaker.
+SPEAKER_ID_UNKNOWN, SPEAKER_ID_PLACEHOLDER, SPEAKER_ID_OVERFLOW = 0, 1, 3
 
 
 @dataclass
@@ -41,7 +45,7 @@ class DocumentTensors:
 
 def speaker_dict(speakers: Sequence[str], max_num_speakers: int) -> dict[str, int]:
     """The original's speaker ids: UNK 0, [SPL] 1, then each new speaker while fewer than the cap."""
-    ids = {"UNK": SPEAKER_UNKNOWN, "[SPL]": SPEAKER_PLACEHOLDER}
+    ids = {"UNK": SPEAKER_ID_UNKNOWN, SPEAKER_PLACEHOLDER: SPEAKER_ID_PLACEHOLDER}
     for speaker in speakers:
         if speaker not in ids and len(ids) < max_num_speakers:
             ids[speaker] = len(ids)
@@ -77,7 +81,7 @@ def tensorize(
 
     speakers = [speaker for segment in document["speakers"] for speaker in segment]
     ids = speaker_dict(speakers, max_num_speakers)
-    speaker_ids = torch.tensor([ids.get(speaker, 3) for speaker in speakers], dtype=torch.long)
+    speaker_ids = torch.tensor([ids.get(speaker, SPEAKER_ID_OVERFLOW) for speaker in speakers], dtype=torch.long)
 
     subtoken_map = np.asarray(document["subtoken_map"])  # [n]
     special = np.zeros(num_tokens, dtype=bool)
@@ -96,7 +100,7 @@ def tensorize(
         for start, end in cluster:
             cluster_of[(int(start), int(end))] = cluster_id
     doc_key = document["doc_key"]
-    genre = doc_key[:2] if doc_key[:2] in genres else default_genre
+    genre = genre_of(doc_key, genres, default_genre)
     return DocumentTensors(
         doc_key=doc_key,
         input_ids=input_ids,

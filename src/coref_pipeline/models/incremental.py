@@ -23,7 +23,7 @@ does not grow with the document either.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -386,16 +386,18 @@ class IncrementalCorefModel(nn.Module):
         return loss
 
     # ---------------------------------------------------------------- forward
-    def forward(
+    def read_segments(
         self,
         document: DocumentTensors,
         segment_hidden: Callable[[int], torch.Tensor] | None = None,
         train: bool = False,
-    ) -> IncrementalOutput:
-        """Read the document segment by segment.
+    ) -> Generator[torch.Tensor, None, IncrementalOutput]:
+        """Read the document segment by segment; yield each segment's loss, return the output.
 
-        With ``train`` the loss of each segment is backpropagated at its end
-        (gradients accumulate; the caller steps the optimiser once per document).
+        With ``train`` each segment's summed loss is yielded once its decisions are
+        made (segments without a loss yield nothing). The caller backpropagates it
+        before asking for the next segment: the entities are then detached
+        (truncated backpropagation), so memory does not grow with the document.
         ``segment_hidden(i)`` may supply segment ``i``'s encoder output (a cache
         for a frozen encoder).
         """
@@ -416,12 +418,29 @@ class IncrementalCorefModel(nn.Module):
                 memory, global_starts, global_ends, embeddings, mention_scores, document.genre, gold, train
             )
             if loss is not None:
-                if train and loss.requires_grad:
-                    loss.backward()
+                if loss.requires_grad:
+                    yield loss
                 total_loss += float(loss.detach())
             offset += length
             memory.evict(offset, config.evict_singleton_distance, config.evict_distance)
         return IncrementalOutput(memory.clusters(), total_loss, memory, kept_spans)
+
+    def forward(
+        self, document: DocumentTensors, segment_hidden: Callable[[int], torch.Tensor] | None = None
+    ) -> IncrementalOutput:
+        """The model's decisions on a whole document (inference: no loss is backpropagated)."""
+        reader = self.read_segments(document, segment_hidden)
+        while True:
+            try:
+                next(reader)
+            except StopIteration as finished:
+                return finished.value
+
+    def training_losses(
+        self, document: DocumentTensors, segment_hidden: Callable[[int], torch.Tensor] | None = None
+    ) -> Iterator[torch.Tensor]:
+        """Each segment's training loss in turn, to be backpropagated before the next is computed."""
+        yield from self.read_segments(document, segment_hidden, train=True)
 
 
 def copy_baseline_weights(model: IncrementalCorefModel, baseline_state: dict[str, torch.Tensor]) -> list[str]:

@@ -27,7 +27,7 @@ from coref_pipeline.models.spans import span_attention_explicit, span_attention_
 if TYPE_CHECKING:
     from coref_pipeline.models.config import BaselineConfig, IncrementalConfig
 
-    ScorerConfig = BaselineConfig | IncrementalConfig
+    ScorerConfig = BaselineConfig | IncrementalConfig  # a SpanModelConfig with its own dropout_rate
 
 NUM_DISTANCE_BUCKETS = 10
 SPAN_SCORER_MODULES = (

@@ -11,14 +11,19 @@ A model directory is self-contained: it loads with no network and no pickle.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
 
-from coref_pipeline.conll import atomic_write_text
+from coref_pipeline.errors import UserError
+from coref_pipeline.files import atomic_path, atomic_write_json
+
+
+class ModelDirectoryError(UserError, FileNotFoundError):
+    """A path that does not hold a model directory this version reads."""
+
 
 FORMAT_VERSION = 2  # 2: span and pair scorers under span_scorer./pair_scorer. (1 is upgraded on load)
 WEIGHTS = "model.safetensors"
@@ -26,23 +31,19 @@ CONFIG = "coref_config.json"
 
 
 def atomic_save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None) -> None:
-    """safetensors file written to a temporary name, then renamed into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    save_file({name: tensor.detach().contiguous().clone() for name, tensor in tensors.items()}, temporary, metadata)
-    os.replace(temporary, path)
-
-
-def atomic_write_json(data: Any, path: Path) -> None:
-    """JSON file written to a temporary name, then renamed into place."""
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    """A safetensors file, written atomically."""
+    with atomic_path(path) as temporary:
+        save_file({name: tensor.detach().contiguous().clone() for name, tensor in tensors.items()}, temporary, metadata)
 
 
 def read_model_type(directory: str | Path) -> str:
     """``"baseline"`` or ``"incremental"``, from the directory's ``coref_config.json``."""
     path = Path(directory) / CONFIG
     if not path.is_file():
-        raise FileNotFoundError(f"{directory} is not a coref-pipeline model directory: {CONFIG} is missing")
+        raise ModelDirectoryError(
+            f"{directory} is not a coref-pipeline model directory ({CONFIG} is missing): train one with "
+            f"`kedro run --pipelines=coref_train` (data/06_models/baseline) or `--pipelines=incremental_train`"
+        )
     return json.loads(path.read_text(encoding="utf-8"))["model_type"]
 
 
@@ -69,7 +70,9 @@ def load_model_directory(directory: str | Path) -> tuple[str, dict[str, Any], An
     stored = json.loads((directory / CONFIG).read_text(encoding="utf-8"))
     version = stored.get("format_version")
     if version not in (1, FORMAT_VERSION):
-        raise ValueError(f"{directory}: unsupported model directory format {version!r} (this version reads 1 and 2)")
+        raise ModelDirectoryError(
+            f"{directory}: unsupported model directory format {version!r} (this version reads 1 and 2)"
+        )
     encoder_config = AutoConfig.from_pretrained(directory / "encoder")
     tokenizer = AutoTokenizer.from_pretrained(directory / "tokenizer")
     state_dict = load_file(directory / WEIGHTS)

@@ -2,29 +2,19 @@
 
 from kedro.pipeline import Node, Pipeline
 
-from .nodes import predict_dev, score_dev, train_baseline
+from ..dev_scores import SCORING, dev_score_nodes
+from .nodes import train
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
             Node(
-                train_baseline,
-                inputs=["segmented_documents", "params:coref_train"],
+                train,
+                inputs=["segmented_documents", "segmentation", "params:coref_train", SCORING],
                 outputs="baseline_model",
                 name="train_baseline",
             ),
-            Node(
-                predict_dev,
-                inputs=["baseline_model", "segmented_documents", "params:coref_train"],
-                outputs="baseline_dev_predictions",
-                name="predict_baseline_dev",
-            ),
-            Node(
-                score_dev,
-                inputs=["baseline_dev_predictions", "params:coref_train"],
-                outputs="baseline_dev_metrics",
-                name="score_baseline_dev",
-            ),
+            *dev_score_nodes("baseline"),
         ]
     )

@@ -2,7 +2,7 @@
 
 from kedro.pipeline import Node, Pipeline
 
-from .nodes import evaluate_predictions, predict_test
+from .nodes import evaluate, predict_test
 
 MODELS = ("baseline", "incremental")
 SPLITS = ("dev", "test")
@@ -14,7 +14,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         nodes.append(
             Node(
                 predict_test,
-                inputs=[f"{model}_model", "segmented_documents", "params:evaluate"],
+                inputs=[f"{model}_model", "segmented_documents", "segmentation"],
                 outputs=f"{model}_test_predictions",
                 name=f"predict_{model}_test",
                 tags=[model],
@@ -23,11 +23,12 @@ def create_pipeline(**kwargs) -> Pipeline:
         for split in SPLITS:
             nodes.append(
                 Node(
-                    evaluate_predictions,
+                    evaluate,
                     inputs=[f"{model}_{split}_predictions", f"raw_{split}", "params:evaluate"],
                     outputs=[
                         f"eval_{model}_{split}_response",
                         f"eval_{model}_{split}_metrics",
+                        f"eval_{model}_{split}_scores",
                         f"eval_{model}_{split}_documents",
                         f"eval_{model}_{split}_breakdown",
                         f"eval_{model}_{split}_f1_by_length",

@@ -2,16 +2,16 @@
 
 from kedro.pipeline import Node, Pipeline
 
-from .nodes import preprocess_conll
+from coref_pipeline.corpus import SPLITS
 
-SPLITS = ("train", "dev", "test")
+from .nodes import preprocess
 
 
 def create_pipeline(**kwargs) -> Pipeline:
     return Pipeline(
         [
             Node(
-                preprocess_conll,
+                preprocess,
                 inputs=[f"raw_{split}", "params:preprocess"],
                 outputs=f"word_documents_{split}",
                 name=f"preprocess_{split}",

@@ -13,11 +13,8 @@ import numpy as np
 import pytest
 
 from coref_pipeline import CorefModel, CorefResult, DocumentTooLongError
-from coref_pipeline.models.baseline import BaselineCorefModel
-from coref_pipeline.models.config import IncrementalConfig
-from coref_pipeline.models.incremental import IncrementalCorefModel
 
-from .models.tiny import tiny_config, tiny_encoder, tiny_hf_tokenizer
+from .models.tiny import save_tiny_models
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,18 +23,6 @@ UNICODE_TEXT = (
     "She laughed… and   she kept writing; Charles didn’t mind.\n\n"
     "Zoë (née Müller) read them in 1843 -- «C’est magnifique», she wrote.\t\tHer letter survives.\r\n"
 )
-
-
-def save_tiny_models(directory: Path, max_segment_len: int = 32, threshold: float = 0.0) -> tuple[Path, Path]:
-    """A tiny random baseline and incremental model, saved as model directories."""
-    config = tiny_config(max_segment_len=max_segment_len)
-    baseline_dir, incremental_dir = directory / "baseline", directory / "incremental"
-    CorefModel("baseline", BaselineCorefModel(config, tiny_encoder(seed=3)), tiny_hf_tokenizer()).save(baseline_dir)
-    incremental = IncrementalConfig.from_baseline(config.to_dict(), {"dropout_rate": 0.0, "threshold": threshold})
-    CorefModel("incremental", IncrementalCorefModel(incremental, tiny_encoder(seed=4)), tiny_hf_tokenizer()).save(
-        incremental_dir
-    )
-    return baseline_dir, incremental_dir
 
 
 @pytest.fixture(scope="module")
@@ -210,6 +195,7 @@ MEMORY_SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_a_20000_word_text_through_the_incremental_model_in_bounded_memory(tmp_path):
     """Peak memory of a fresh process: a 20,000-word text after a 2,000-word one.
 
@@ -234,3 +220,15 @@ def test_a_20000_word_text_through_the_incremental_model_in_bounded_memory(tmp_p
     incremental_growth_kb_per_word = figures["incremental_growth_mb"] * 1024 / added_words
     assert incremental_growth_kb_per_word < 2.0, figures
     assert figures["baseline_growth_mb"] > 10 * max(figures["incremental_growth_mb"], 1.0), figures
+
+
+def test_a_corpus_segmented_with_another_tokenizer_is_refused(models, minilm_tokenizer):
+    from coref_pipeline.corpus import SegmentedCorpus
+    from coref_pipeline.segmentation import SegmentationMismatchError, SegmentationRecord
+
+    minilm = SegmentationRecord.of("embedded:minilm", minilm_tokenizer, [32])
+    for model in models.values():
+        with pytest.raises(SegmentationMismatchError, match=r"another vocabulary.*kedro run --pipelines=segment"):
+            model.predict_corpus(SegmentedCorpus({"test.english.32": []}, minilm), "test")
+    tiny = SegmentationRecord.of("tiny", models["baseline"].tokenizer, [32])
+    assert models["baseline"].predict_corpus(SegmentedCorpus({"test.english.32": []}, tiny), "test") == []

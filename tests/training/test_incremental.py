@@ -8,13 +8,15 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from coref_pipeline.evaluation.predictions import score_predictions
+from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import IncrementalConfig, TrainingConfig
-from coref_pipeline.pipelines.incremental_train.nodes import build_incremental, fit_incremental
-from coref_pipeline.predict import CorefModel, score_predictions
-from coref_pipeline.training import latest_checkpoint, seed_everything
+from coref_pipeline.training import Run, build_incremental, fit, incremental_recipe, seed_everything
+from coref_pipeline.training.checkpoints import latest_checkpoint
 
-from .models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
+from ..models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
+from .test_baseline import InterruptAfter
 
 DOCUMENTS = [make_document(f"nw/d{i}_0", seed=i, num_segments=3) for i in range(3)]
 
@@ -27,7 +29,7 @@ def fresh_incremental(seed: int = 13, **overrides) -> CorefModel:
         "baseline", BaselineCorefModel(baseline_config, tiny_encoder(seed, hidden=64)), tiny_hf_tokenizer()
     )
     values = {"top_span_ratio": 0.8, "dropout_rate": 0.0, **overrides}
-    return build_incremental(baseline, IncrementalConfig.from_baseline(baseline_config.to_dict(), values))
+    return build_incremental(baseline, IncrementalConfig.from_baseline(baseline_config, values))
 
 
 def training_config(**overrides) -> TrainingConfig:
@@ -39,19 +41,19 @@ def training_config(**overrides) -> TrainingConfig:
         eval_frequency=1000,
         report_frequency=10,
         checkpoint_frequency=1000,
-        remove_singletons=False,
     )
     values.update(overrides)
     return TrainingConfig(**values)
 
 
-def fit(trained: CorefModel, work_dir: Path, config: TrainingConfig, **kwargs) -> CorefModel:
-    return fit_incremental(trained, DOCUMENTS, DOCUMENTS, config, work_dir, "start", **kwargs)
+def train(trained: CorefModel, work_dir: Path, config: TrainingConfig, **kwargs) -> CorefModel:
+    recipe = incremental_recipe(trained, config, "start")
+    return fit(trained, recipe, DOCUMENTS, DOCUMENTS, config, Run(work_dir, remove_singletons=False, **kwargs))
 
 
 def test_overfits_a_few_documents(tmp_path):
     config = training_config(num_epochs=25, task_learning_rate=1e-2)
-    trained = fit(fresh_incremental(top_span_ratio=1.0), tmp_path, config)
+    trained = train(fresh_incremental(top_span_ratio=1.0), tmp_path, config)
     predictions = trained.predict_documents(DOCUMENTS, progress=False)
     assert trained.model_type == "incremental"
     assert 100 * score_predictions(predictions, remove_singletons=False).conll_f1 >= 90
@@ -75,11 +77,11 @@ def test_save_then_load_gives_identical_predictions(tmp_path):
 
 def final_weights(work_dir: Path, interrupt_after_step: int | None = None, seed: int = 13) -> dict[str, torch.Tensor]:
     config = training_config(num_epochs=2, checkpoint_frequency=1, eval_frequency=2)
-    fit(
+    train(
         fresh_incremental(seed, negative_sample_rate=0.5, teacher_forcing_rate=0.3, dropout_rate=0.2),
         work_dir,
         config,
-        interrupt_after_step=interrupt_after_step,
+        callbacks=[InterruptAfter(interrupt_after_step)] if interrupt_after_step else [],
     )
     return load_file(latest_checkpoint(work_dir) / "model.safetensors")
 

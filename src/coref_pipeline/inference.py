@@ -1,10 +1,10 @@
 """Trained models in use: ``CorefModel.load(DIR).predict(text)``.
 
 ``predict`` takes raw text, a list of words or a list of sentences (lists of words) and
-returns a ``CorefResult``: the words, the sentences and the clusters as word spans,
-character spans into the given text and mention strings. ``predict_many`` streams
-many documents with a progress bar. ``predict_documents`` runs on Joshi-format
-jsonlines (subtoken spans), as the pipelines do.
+returns a :class:`~coref_pipeline.results.CorefResult`: the words, the sentences and the
+clusters as word spans, character spans into the given text and mention strings.
+``predict_many`` streams many documents with a progress bar. ``predict_documents`` runs
+on Joshi-format jsonlines (subtoken spans), as the pipelines do.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import dataclasses
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,70 +21,33 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from coref_pipeline.conll import DEFAULT_GENRE, NO_SPEAKER
+from coref_pipeline.corpus import SegmentedCorpus
+from coref_pipeline.errors import UserError
+from coref_pipeline.evaluation.predictions import word_clusters
+from coref_pipeline.inputs import DocumentInput, InputFormatError, SpeakersInput, record_content
 from coref_pipeline.models.baseline import BaselineCorefModel, predicted_clusters
 from coref_pipeline.models.config import BaselineConfig, IncrementalConfig
 from coref_pipeline.models.document import DocumentTensors, tensorize
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.incremental import IncrementalCorefModel
-from coref_pipeline.models.serialization import load_model_directory, save_model_directory
-from coref_pipeline.segmentation import SpecialTokens, segment_document, tokenize_documents
+from coref_pipeline.models.serialization import ModelDirectoryError, load_model_directory, save_model_directory
+from coref_pipeline.results import CorefResult, result_from_split
+from coref_pipeline.segmentation import (
+    SegmentationMismatchError,
+    SegmentationRecord,
+    SpecialTokens,
+    check_vocabulary,
+    segment_document,
+    tokenize_documents,
+)
 from coref_pipeline.text import SplitText, join_words, split_text
 
 logger = logging.getLogger(__name__)
 
 
-class DocumentTooLongError(ValueError):
+class DocumentTooLongError(UserError, ValueError):
     """A document longer than the baseline's ``max_inference_subtokens``."""
-
-
-DEFAULT_SPEAKER = "-"  # the CoNLL-2012 files' "no speaker"
-
-# What ``predict`` takes: raw text, a list of words, or a list of sentences (lists of words).
-DocumentInput = str | Sequence[str] | Sequence[Sequence[str]]
-# Speakers: one for the whole document, one per sentence, or one per word (nested as the sentences).
-SpeakersInput = str | Sequence[str] | Sequence[Sequence[str]] | None
-
-
-@dataclass
-class CorefResult:
-    """The clusters of one document.
-
-    * ``clusters``: word spans ``(first_word, last_word)``, inclusive, as in CoNLL-2012 and jsonlines;
-    * ``char_clusters``: the same mentions as character spans ``(start, end)`` into ``text``,
-      end exclusive, so ``text[start:end]`` is the mention;
-    * ``mention_strings``: those substrings.
-
-    Clusters are ordered by their first mention, mentions by position. ``text`` is the
-    caller's string; for pre-split input it is the words joined by spaces (sentences by
-    newlines). ``document`` is the model's jsonlines input with ``predicted_clusters``
-    (subtoken spans).
-    """
-
-    doc_key: str
-    text: str
-    words: list[str]
-    word_spans: list[tuple[int, int]]  # each word's character span in ``text``
-    sentences: list[list[str]]
-    clusters: list[list[tuple[int, int]]]
-    char_clusters: list[list[tuple[int, int]]]
-    mention_strings: list[list[str]]
-    document: dict[str, Any] | None = field(default=None, repr=False)
-
-    def to_dict(self, with_words: bool = True) -> dict[str, Any]:
-        """A JSON-ready record (what ``coref-pipeline predict`` writes per document)."""
-        record: dict[str, Any] = {"doc_key": self.doc_key, "text": self.text}
-        if with_words:
-            record["sentences"] = self.sentences
-            record["word_spans"] = [list(span) for span in self.word_spans]
-        record["clusters"] = [[list(span) for span in cluster] for cluster in self.clusters]
-        record["char_clusters"] = [[list(span) for span in cluster] for cluster in self.char_clusters]
-        record["mention_strings"] = self.mention_strings
-        return record
-
-    def _repr_html_(self) -> str:
-        from coref_pipeline.visualize import HtmlView
-
-        return HtmlView([self])._repr_html_()
 
 
 MODEL_TYPES = {
@@ -118,7 +81,7 @@ class CorefModel:
         """
         model_type, model_config, encoder_config, state_dict, tokenizer = load_model_directory(directory)
         if model_type not in MODEL_TYPES:
-            raise ValueError(f"{directory} holds a {model_type!r} model; known models: {sorted(MODEL_TYPES)}")
+            raise ModelDirectoryError(f"{directory} holds a {model_type!r} model; known models: {sorted(MODEL_TYPES)}")
         config_class, model_class = MODEL_TYPES[model_type]
         config = config_class.from_dict(model_config)
         if max_inference_subtokens is not None and model_type == "baseline":
@@ -127,6 +90,29 @@ class CorefModel:
         model.load_state_dict(state_dict)
         model.eval()
         return cls(model_type, model, tokenizer)
+
+    def check_segmentation(
+        self, documents: Sequence[Mapping[str, Any]], record: SegmentationRecord | None, source: str
+    ) -> None:
+        """Refuse jsonlines documents segmented with another tokenizer than the model's.
+
+        ``record`` is the file's :class:`SegmentationRecord` (``segment`` and
+        ``minimize`` write one); without it every subtoken must at least be in the
+        model's vocabulary.
+        """
+        config = self.config
+        resegment = (
+            f"coref-pipeline minimize INPUT.conll {source} --tokenizer {config.tokenizer_name} "
+            f"--seg-len {config.max_segment_len}"
+        )
+        what = "the model"
+        try:
+            if record is not None:
+                record.check(config.tokenizer_name, self.tokenizer, None, what, resegment)
+            else:
+                check_vocabulary(documents, self.tokenizer, what, resegment)
+        except SegmentationMismatchError as error:
+            raise SegmentationMismatchError(f"{source}: {error}") from None
 
     def tensorize(self, document: dict[str, Any]) -> DocumentTensors:
         config = self.config
@@ -179,6 +165,17 @@ class CorefModel:
         documents = tqdm(documents, total=total, desc="predict", unit="doc", disable=not progress)
         return [self.predict_jsonlines(document) for document in documents]
 
+    def corpus_documents(self, corpus: SegmentedCorpus, split: str) -> list[dict[str, Any]]:
+        """One split of a segmented corpus at the model's segment length; refused if segmented for another tokenizer."""
+        config = self.config
+        corpus.check_tokenizer(config.tokenizer_name, self.tokenizer, config.max_segment_len, "the model")
+        return corpus.documents(split, config.max_segment_len)
+
+    def predict_corpus(self, corpus: SegmentedCorpus, split: str) -> list[dict[str, Any]]:
+        """One split of a segmented corpus with ``predicted_clusters`` (see ``corpus_documents``)."""
+        documents = self.corpus_documents(corpus, split)
+        return self.predict_documents(documents, total=len(documents))
+
     def predict_jsonlines(self, document: Mapping[str, Any]) -> dict[str, Any]:
         """One jsonlines document with ``predicted_clusters`` added (subtoken spans)."""
         clusters = self.predict_tensors(self.tensorize(document))
@@ -189,7 +186,7 @@ class CorefModel:
         self,
         document: DocumentInput,
         speakers: SpeakersInput = None,
-        genre: str = "nw",
+        genre: str = DEFAULT_GENRE,
         doc_key: str = "document",
     ) -> CorefResult:
         """Clusters of one document: raw text, a list of words, or a list of sentences (lists of words).
@@ -212,7 +209,7 @@ class CorefModel:
     def predict_many(
         self,
         documents: Iterable[DocumentInput | Mapping[str, Any]],
-        genre: str = "nw",
+        genre: str = DEFAULT_GENRE,
         progress: bool = True,
         total: int | None = None,
     ) -> Iterator[CorefResult]:
@@ -243,7 +240,9 @@ class CorefModel:
         """The model's jsonlines input for a split text (no gold clusters); ``None`` if it has no words."""
         config = self.config
         if genre not in config.genres:
-            raise ValueError(f"document {doc_key!r}: genre {genre!r} is not one of the model's {list(config.genres)}")
+            raise InputFormatError(
+                f"document {doc_key!r}: genre {genre!r} is not one of the model's {list(config.genres)}"
+            )
         if not split.words:
             return None
         word_speakers = speakers_per_word(speakers, split, doc_key)
@@ -287,40 +286,6 @@ class CorefModel:
         return embeddings.numpy(), cluster_ids
 
 
-def word_clusters(document: dict[str, Any], key: str = "predicted_clusters") -> list[list[tuple[int, int]]]:
-    """A document's subtoken clusters mapped to word spans through ``subtoken_map``."""
-    from coref_pipeline.evaluation.predictions import subtoken_to_word_clusters
-
-    return subtoken_to_word_clusters(document[key], document["subtoken_map"])
-
-
-def score_predictions(
-    documents: Sequence[dict[str, Any]], remove_singletons: bool, metrics: Sequence[str] = ("muc", "bcub", "ceafe")
-):
-    """Score ``predicted_clusters`` against the gold ``clusters`` of jsonlines documents (word level)."""
-    from coref_pipeline.evaluation.scoring import score_documents
-
-    key = {document["doc_key"]: word_clusters(document, "clusters") for document in documents}
-    response = {document["doc_key"]: word_clusters(document) for document in documents}
-    return score_documents(key, response, metrics, remove_singletons=remove_singletons)
-
-
-def dev_metrics(predictions: Sequence[dict[str, Any]], remove_singletons: bool) -> dict[str, float]:
-    """CoNLL F1 and MUC, B3, CEAF-e recall, precision and F1 (percent, 4 decimals) of predictions."""
-    scores = score_predictions(predictions, remove_singletons)
-    metrics = {"conll_f1": round(100 * scores.conll_f1, 4)}
-    for name in ("muc", "bcub", "ceafe"):
-        counts = scores[name]
-        metrics.update(
-            {
-                f"{name}_recall": round(100 * counts.recall, 4),
-                f"{name}_precision": round(100 * counts.precision, 4),
-                f"{name}_f1": round(100 * counts.f1, 4),
-            }
-        )
-    return metrics
-
-
 def as_split_text(document: DocumentInput, doc_key: str = "document") -> SplitText:
     """Raw text split into sentences and words; a list of words (one sentence) or of sentences as given."""
     if isinstance(document, str):
@@ -339,30 +304,11 @@ def as_split_text(document: DocumentInput, doc_key: str = "document") -> SplitTe
     raise TypeError(f"document {doc_key!r}: a list that mixes words and sentences; give one or the other")
 
 
-def record_content(record: Mapping[str, Any], where: str) -> tuple[DocumentInput, dict[str, Any]]:
-    """The document and the options (``speakers``, ``genre``, ``doc_key``) of an input record."""
-    kinds = [key for key in ("text", "sentences", "words") if key in record]
-    if len(kinds) != 1:
-        raise ValueError(f"{where}: a record needs exactly one of 'text', 'sentences', 'words'; has {sorted(record)}")
-    known = {kinds[0], "speakers", "genre", "doc_key"}
-    unknown = sorted(set(record) - known)
-    if unknown:
-        raise ValueError(f"{where}: unknown keys {unknown}; a record has {sorted(known)}")
-    content = record[kinds[0]]
-    if kinds[0] == "text" and not isinstance(content, str):
-        raise ValueError(f"{where}: 'text' must be a string, got {type(content).__name__}")
-    if kinds[0] == "sentences" and (not isinstance(content, list) or not all(isinstance(s, list) for s in content)):
-        raise ValueError(f"{where}: 'sentences' must be a list of lists of words")
-    if kinds[0] == "words" and (not isinstance(content, list) or not all(isinstance(w, str) for w in content)):
-        raise ValueError(f"{where}: 'words' must be a list of strings")
-    return content, {key: record[key] for key in ("speakers", "genre", "doc_key") if key in record}
-
-
 def speakers_per_word(speakers: SpeakersInput, split: SplitText, doc_key: str) -> list[str]:
     """One speaker per word from one per document, per sentence or per word (nested as the sentences)."""
     num_words, sentences = len(split.words), split.sentences
     if speakers is None:
-        return [DEFAULT_SPEAKER] * num_words
+        return [NO_SPEAKER] * num_words
     if isinstance(speakers, str):
         return [speakers] * num_words
     speakers = list(speakers)
@@ -371,55 +317,7 @@ def speakers_per_word(speakers: SpeakersInput, split: SplitText, doc_key: str) -
     nested_lengths = [len(item) if isinstance(item, list | tuple) else None for item in speakers]
     if nested_lengths == [len(sentence) for sentence in sentences]:
         return [str(speaker) for item in speakers for speaker in item]
-    raise ValueError(
+    raise InputFormatError(
         f"document {doc_key!r}: speakers must be one string, one per sentence ({len(sentences)} sentences) "
         f"or one per word nested as the sentences; got {len(speakers)} items"
     )
-
-
-def result_from_split(
-    doc_key: str, split: SplitText, clusters: Sequence[Sequence[tuple[int, int]]], document: dict[str, Any] | None
-) -> CorefResult:
-    """A ``CorefResult`` from word-level clusters: sorted, with character spans and mention strings.
-
-    A cluster left with fewer than two mentions (two subtoken spans of the same
-    words) is not a coreference cluster and is left out.
-    """
-    distinct = (sorted({(int(start), int(end)) for start, end in cluster}) for cluster in clusters)
-    ordered = sorted((cluster for cluster in distinct if len(cluster) >= 2), key=lambda cluster: cluster[0])
-    spans = split.word_spans
-    char_clusters = [[(spans[start][0], spans[end][1]) for start, end in cluster] for cluster in ordered]
-    return CorefResult(
-        doc_key=doc_key,
-        text=split.text,
-        words=list(split.words),
-        word_spans=[tuple(span) for span in spans],
-        sentences=split.sentences,
-        clusters=ordered,
-        char_clusters=char_clusters,
-        mention_strings=[[split.text[start:end] for start, end in cluster] for cluster in char_clusters],
-        document=document,
-    )
-
-
-def result_from_jsonlines(document: Mapping[str, Any]) -> CorefResult:
-    """A ``CorefResult`` for a predicted Joshi-format document that has its words (the ``tokens`` field)."""
-    if "tokens" not in document:
-        raise KeyError(
-            f"document {document.get('doc_key')!r} has no 'tokens' field (the words); "
-            f"write it with `coref-pipeline minimize` (without --no-tokens) or give --gold-conll"
-        )
-    words = document["tokens"]
-    sentence_of_word = [0] * len(words)
-    position = 0
-    for segment in document["sentences"]:
-        for inner in range(position + 1, position + len(segment) - 1):  # not [CLS] / [SEP]
-            sentence_of_word[document["subtoken_map"][inner]] = document["sentence_map"][inner]
-        position += len(segment)
-    sentences: list[list[str]] = []
-    for index, word in enumerate(words):
-        if index == 0 or sentence_of_word[index] != sentence_of_word[index - 1]:
-            sentences.append([])
-        sentences[-1].append(word)
-    split = join_words(sentences, f"document {document['doc_key']!r}")
-    return result_from_split(document["doc_key"], split, word_clusters(document), dict(document))

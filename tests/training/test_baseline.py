@@ -3,25 +3,46 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
+from coref_pipeline.evaluation.predictions import score_predictions
+from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import TrainingConfig
-from coref_pipeline.pipelines.coref_train.nodes import fit_baseline
-from coref_pipeline.predict import CorefModel, score_predictions
-from coref_pipeline.training import epoch_order, latest_checkpoint, seed_everything, warmup_then_linear_decay
+from coref_pipeline.training import Run, TrainingCallback, baseline_recipe, fit, seed_everything
+from coref_pipeline.training.checkpoints import latest_checkpoint
+from coref_pipeline.training.loop import epoch_order
+from coref_pipeline.training.optim import warmup_then_linear_decay
 
-from .models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
+from ..models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
 
 DOCUMENTS = [make_document(f"nw/d{i}_0", seed=i, num_segments=3) for i in range(3)]
 
 
-def fresh_model(seed: int = 13) -> BaselineCorefModel:
+def fresh_model(seed: int = 13) -> CorefModel:
     seed_everything(seed)
-    return BaselineCorefModel(tiny_config(top_span_ratio=0.8, max_span_width=3), tiny_encoder(seed, hidden=64))
+    model = BaselineCorefModel(tiny_config(top_span_ratio=0.8, max_span_width=3), tiny_encoder(seed, hidden=64))
+    return CorefModel("baseline", model, tiny_hf_tokenizer())
+
+
+class InterruptAfter(TrainingCallback):
+    """Stops the run as a kill would, right after a step (and its checkpoint)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, state, loss, learning_rates) -> None:
+        if state.global_step == self.step:
+            raise KeyboardInterrupt(f"interrupted after step {state.global_step}")
+
+
+def train(trained: CorefModel, config: TrainingConfig, work_dir: Path, **options) -> CorefModel:
+    recipe = baseline_recipe(trained, config)
+    return fit(trained, recipe, DOCUMENTS, DOCUMENTS, config, Run(work_dir, remove_singletons=False, **options))
 
 
 def training_config(**overrides) -> TrainingConfig:
@@ -34,21 +55,20 @@ def training_config(**overrides) -> TrainingConfig:
         eval_frequency=1000,
         report_frequency=10,
         checkpoint_frequency=1000,
-        remove_singletons=False,
     )
     values.update(overrides)
     return TrainingConfig(**values)
 
 
 def test_overfits_a_few_documents(tmp_path):
-    trained = fit_baseline(fresh_model(), tiny_hf_tokenizer(), DOCUMENTS, DOCUMENTS, training_config(), tmp_path)
+    trained = train(fresh_model(), training_config(), tmp_path)
     predictions = trained.predict_documents(DOCUMENTS, progress=False)
     assert 100 * score_predictions(predictions, remove_singletons=False).conll_f1 >= 95
 
 
 def test_save_then_load_gives_identical_predictions(tmp_path):
-    model = fresh_model()
-    trained = CorefModel("baseline", model, tiny_hf_tokenizer())
+    trained = fresh_model()
+    model = trained.model
     trained.save(tmp_path / "model")
     loaded = CorefModel.load(tmp_path / "model")
     assert json.loads((tmp_path / "model" / "coref_config.json").read_text())["model_type"] == "baseline"
@@ -64,7 +84,7 @@ def test_save_then_load_gives_identical_predictions(tmp_path):
 
 def final_weights(work_dir: Path, **overrides) -> dict[str, torch.Tensor]:
     config = training_config(num_epochs=2, checkpoint_frequency=1, **overrides)
-    fit_baseline(fresh_model(), tiny_hf_tokenizer(), DOCUMENTS, DOCUMENTS, config, work_dir)
+    train(fresh_model(), config, work_dir)
     checkpoint = latest_checkpoint(work_dir)
     from safetensors.torch import load_file
 
@@ -75,12 +95,10 @@ def test_a_killed_run_resumes_to_the_same_weights(tmp_path):
     uninterrupted = final_weights(tmp_path / "a")
     config = training_config(num_epochs=2, checkpoint_frequency=1)
     with pytest.raises(KeyboardInterrupt):
-        fit_baseline(
-            fresh_model(), tiny_hf_tokenizer(), DOCUMENTS, DOCUMENTS, config, tmp_path / "b", interrupt_after_step=4
-        )
+        train(fresh_model(), config, tmp_path / "b", callbacks=[InterruptAfter(4)])
     assert latest_checkpoint(tmp_path / "b").name == "step-0000004"
     # A new process would build the model afresh; the checkpoint restores everything else.
-    fit_baseline(fresh_model(seed=99), tiny_hf_tokenizer(), DOCUMENTS, DOCUMENTS, config, tmp_path / "b")
+    train(fresh_model(seed=99), config, tmp_path / "b")
     from safetensors.torch import load_file
 
     resumed = load_file(latest_checkpoint(tmp_path / "b") / "model.safetensors")
@@ -93,7 +111,7 @@ def test_the_same_seed_gives_the_same_metrics(tmp_path):
     scores = []
     for run in ("a", "b"):
         config = training_config(num_epochs=3)
-        trained = fit_baseline(fresh_model(), tiny_hf_tokenizer(), DOCUMENTS, DOCUMENTS, config, tmp_path / run)
+        trained = train(fresh_model(), config, tmp_path / run)
         predictions = trained.predict_documents(DOCUMENTS, progress=False)
         scores.append(score_predictions(predictions, remove_singletons=False).to_dict())
     assert scores[0] == scores[1]
@@ -101,9 +119,9 @@ def test_the_same_seed_gives_the_same_metrics(tmp_path):
 
 def test_a_finished_run_is_not_trained_again(tmp_path, caplog):
     config = training_config(num_epochs=1)
-    fit_baseline(fresh_model(), tiny_hf_tokenizer(), DOCUMENTS, DOCUMENTS, config, tmp_path)
+    train(fresh_model(), config, tmp_path)
     with caplog.at_level("INFO"):
-        fit_baseline(fresh_model(), tiny_hf_tokenizer(), DOCUMENTS, DOCUMENTS, config, tmp_path)
+        train(fresh_model(), config, tmp_path)
     assert "Training already finished" in caplog.text
 
 
@@ -116,8 +134,29 @@ def test_schedule_and_epoch_order():
 
 
 def test_a_changed_configuration_starts_afresh(tmp_path, caplog):
-    fit_baseline(fresh_model(), tiny_hf_tokenizer(), DOCUMENTS, DOCUMENTS, training_config(num_epochs=1), tmp_path)
+    train(fresh_model(), training_config(num_epochs=1), tmp_path)
     with caplog.at_level("INFO"):
-        fit_baseline(fresh_model(), tiny_hf_tokenizer(), DOCUMENTS, DOCUMENTS, training_config(num_epochs=2), tmp_path)
+        train(fresh_model(), training_config(num_epochs=2), tmp_path)
     assert "starting a fresh run" in caplog.text and "Training already finished" not in caplog.text
     assert latest_checkpoint(tmp_path).name == f"step-{2 * len(DOCUMENTS):07d}"
+
+
+def test_a_change_to_the_model_or_training_code_starts_afresh(tmp_path, caplog, monkeypatch):
+    from coref_pipeline.training import checkpoints
+
+    package = tmp_path / "package"
+    for folder in checkpoints.RUN_CODE:
+        shutil.copytree(checkpoints.PACKAGE_DIR / folder, package / folder)
+    monkeypatch.setattr(checkpoints, "PACKAGE_DIR", package)
+    config = training_config(num_epochs=1)
+    train(fresh_model(), config, tmp_path / "run")
+    with caplog.at_level("INFO"):
+        train(fresh_model(), config, tmp_path / "run")
+    assert "Training already finished" in caplog.text  # the same code: the finished run is kept
+    caplog.clear()
+    layers = package / "models" / "layers.py"
+    layers.write_text(layers.read_text() + "\n# a change to the model code\n")
+    with caplog.at_level("INFO"):
+        train(fresh_model(), config, tmp_path / "run")
+    assert "another configuration, data or code: starting a fresh run" in caplog.text
+    assert "Training already finished" not in caplog.text

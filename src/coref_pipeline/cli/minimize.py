@@ -1,0 +1,73 @@
+"""``coref-pipeline minimize``: a CoNLL-2012 file -> Joshi-format jsonlines, as ``minimize.py``."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import click
+
+from coref_pipeline.cli import CommandError
+from coref_pipeline.pretrained import EMBEDDED_MINILM
+
+logger = logging.getLogger(__name__)
+
+
+@click.command(
+    "minimize",
+    short_help="CoNLL-2012 -> jsonlines (as minimize.py)",
+    help=(
+        "CoNLL-2012 -> jsonlines (as minimize.py), with the code of the preprocess and segment nodes. "
+        "INPUT: a CoNLL-2012 file (*_gold_conll layout). OUTPUT: the jsonlines file to write; how it was "
+        "segmented (the tokenizer) is written beside it as OUTPUT-NAME.segmentation.json, which predict checks."
+    ),
+)
+@click.argument("input_path", metavar="INPUT")
+@click.argument("output_path", metavar="OUTPUT")
+@click.option(
+    "--tokenizer",
+    default=EMBEDDED_MINILM,
+    help=f"HF tokenizer: hub id (e.g. bert-base-cased), local folder, or {EMBEDDED_MINILM} (default)",
+)
+@click.option("--seg-len", type=int, default=384, help="max_segment_len (default 384)")
+@click.option("--min-columns", type=int, default=12, help="columns a row needs (default 12)")
+@click.option("--skip-bad-documents", is_flag=True, help="report and skip bad documents")
+@click.option("--no-tokens", is_flag=True, help="omit the 'tokens' field (as minimize.py)")
+def minimize(
+    input_path: str,
+    output_path: str,
+    tokenizer: str,
+    seg_len: int,
+    min_columns: int,
+    skip_bad_documents: bool,
+    no_tokens: bool,
+) -> None:
+    from coref_pipeline.config_base import ConfigError
+    from coref_pipeline.conll import ConllFile, ConllFormatError
+    from coref_pipeline.corpus import PreprocessSettings, preprocess_corpus
+    from coref_pipeline.files import write_jsonlines
+    from coref_pipeline.pretrained import load_tokenizer
+    from coref_pipeline.segmentation import SegmentationError, SegmentationRecord, segment_words, sidecar_path
+
+    try:
+        settings = PreprocessSettings(min_columns=min_columns, skip_bad_documents=skip_bad_documents)
+        frame = preprocess_corpus(ConllFile.read(input_path), settings)
+    except (ConllFormatError, ConfigError) as error:
+        raise CommandError(error) from None
+    if frame.empty:
+        raise CommandError(f"{input_path}: no documents")
+    try:
+        hf_tokenizer = load_tokenizer(tokenizer)
+    except (OSError, ValueError, TypeError) as error:
+        raise CommandError(f"--tokenizer {tokenizer}: {error}") from None
+    try:
+        by_length = segment_words(frame, hf_tokenizer, [seg_len], not no_tokens, f"minimize {Path(input_path).name}")
+    except SegmentationError as error:
+        raise CommandError(error) from None
+    record = SegmentationRecord.of(tokenizer, hf_tokenizer, [seg_len])
+    sidecar = sidecar_path(output_path)
+    # A stale record must not describe the new documents if the run stops between the two writes.
+    sidecar.unlink(missing_ok=True)
+    write_jsonlines(output_path, by_length[seg_len])
+    record.save(sidecar)
+    logger.info("Wrote %d documents to %s (segmentation record: %s)", len(frame), output_path, sidecar)

@@ -1,0 +1,153 @@
+"""``coref-pipeline predict``: clusters for raw text, sentence records or Joshi-format jsonlines."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import click
+
+from coref_pipeline.cli import CommandError
+
+logger = logging.getLogger(__name__)
+
+DESCRIPTION = (
+    'INPUT: a .txt file (one document); a .jsonl of {"text": ...} or {"sentences": [[...]], '
+    '"speakers": ...} records (optional "genre", "doc_key"); or Joshi-format jsonlines. '
+    "OUTPUT: jsonlines, one record per document: for text and sentence records the words, sentences, "
+    "clusters as word spans (inclusive), char_clusters as character spans into the text (end "
+    "exclusive) and mention_strings; for Joshi-format input the document with predicted_clusters "
+    "(subtoken spans). Joshi-format input must have been segmented with the model's tokenizer: "
+    "checked against the record minimize and segment write beside it (NAME.segmentation.json), "
+    "else against the model's vocabulary."
+)
+
+
+@click.command("predict", short_help="clusters for raw text, sentence records or jsonlines", help=DESCRIPTION)
+@click.option("--model", "model_dir", required=True, help="a model directory (data/06_models/incremental)")
+@click.argument("input_path", metavar="INPUT")
+@click.argument("output_path", metavar="OUTPUT")
+@click.option("--conll", help="also write the predictions as a CoNLL-2012 file here")
+@click.option(
+    "--gold-conll", help="Joshi-format input: the CoNLL-2012 file it came from; --conll then follows its layout"
+)
+@click.option("--html", help="also write an HTML view colouring each cluster's mentions here")
+@click.option("--genre", help="genre of text records without one (default nw)")
+@click.option(
+    "--max-subtokens",
+    type=int,
+    help="the baseline's length limit (default: the model's max_inference_subtokens, 30000)",
+)
+def predict(
+    model_dir: str,
+    input_path: str,
+    output_path: str,
+    conll: str | None,
+    gold_conll: str | None,
+    html: str | None,
+    genre: str | None,
+    max_subtokens: int | None,
+) -> None:
+    from coref_pipeline.conll import DEFAULT_GENRE
+    from coref_pipeline.files import write_jsonlines
+
+    if gold_conll and not conll:
+        raise CommandError("--gold-conll needs --conll (the response file to write)")
+    inputs = _read_inputs(input_path)
+    joshi = inputs.kind == "jsonlines"
+    if not joshi and gold_conll:
+        raise CommandError("--gold-conll is for Joshi-format input (text has no gold file)")
+    needs_words = bool(html or (conll and not gold_conll))
+    if joshi and needs_words:
+        without_words = [document["doc_key"] for document in inputs.records if "tokens" not in document]
+        if without_words:
+            raise CommandError(
+                f"{input_path}: documents without the 'tokens' field (the words), needed for --html "
+                f"and for --conll without --gold-conll: {without_words[:3]}"
+            )
+
+    model = _load_model(model_dir, max_subtokens)
+    try:
+        if joshi:
+            _check_segmentation(model, inputs.records, input_path)
+            outputs = model.predict_documents(inputs.records, total=len(inputs.records))
+            results = _results_of_jsonlines(outputs) if needs_words else []
+        else:
+            results = list(model.predict_many(inputs.records, genre=genre or DEFAULT_GENRE))
+            outputs = [result.to_dict() for result in results]
+        # Everything is computed before the first file is written: an error writes nothing.
+        conll_text = _conll_text(outputs, results, gold_conll) if conll else None
+    except (OSError, ValueError, KeyError) as error:  # DocumentTooLongError, SegmentationError, ...: ValueErrors
+        raise CommandError(error) from None
+
+    try:
+        write_jsonlines(output_path, outputs)
+        logger.info("Wrote %d documents to %s", len(outputs), output_path)
+        if conll_text is not None:
+            from coref_pipeline.files import atomic_write_text
+
+            atomic_write_text(conll, conll_text)
+            logger.info("Wrote CoNLL-2012 predictions to %s", conll)
+        if html:
+            from coref_pipeline.visualize import HtmlView
+
+            HtmlView(results, title=f"coref-pipeline predict: {Path(input_path).name}").save(html)
+            logger.info("Wrote the HTML view to %s", html)
+    except OSError as error:
+        raise CommandError(error) from None
+
+
+def _read_inputs(input_path: str) -> Any:
+    """The documents of INPUT, read before the model is loaded (loading takes seconds)."""
+    from coref_pipeline.inputs import read_predict_inputs
+
+    try:
+        inputs = read_predict_inputs(input_path)
+    except UnicodeDecodeError:
+        raise CommandError(f"{input_path}: not a UTF-8 text file (a binary file?)") from None
+    except (OSError, ValueError) as error:  # InputFormatError is a ValueError
+        raise CommandError(error) from None
+    if not inputs.records:
+        raise CommandError(f"{input_path}: no documents")
+    return inputs
+
+
+def _load_model(model_dir: str, max_subtokens: int | None) -> Any:
+    from coref_pipeline.inference import CorefModel
+
+    try:
+        return CorefModel.load(model_dir, max_inference_subtokens=max_subtokens)
+    except (OSError, ValueError, KeyError) as error:  # ConfigError is a ValueError
+        raise CommandError(error) from None
+
+
+def _check_segmentation(model: Any, documents: list[dict[str, Any]], input_path: str) -> None:
+    """Refuse documents segmented with another tokenizer than the model's (the record beside them, if any)."""
+    from coref_pipeline.segmentation import SegmentationRecord, sidecar_path
+
+    sidecar = sidecar_path(input_path)
+    try:
+        record = SegmentationRecord.load(sidecar) if sidecar.is_file() else None
+    except (OSError, ValueError) as error:  # not JSON, or not a record
+        raise CommandError(f"{sidecar}: {error}") from None
+    model.check_segmentation(documents, record, str(input_path))  # SegmentationMismatchError: a ValueError
+
+
+def _results_of_jsonlines(outputs: list[dict[str, Any]]) -> list[Any]:
+    from coref_pipeline.results import result_from_jsonlines
+
+    return [result_from_jsonlines(document) for document in outputs]
+
+
+def _conll_text(outputs: list[dict[str, Any]], results: list[Any], gold_conll: str | None) -> str:
+    """The CoNLL-2012 file to write: the gold file's layout with predicted clusters, or 12 columns from the words."""
+    from coref_pipeline.conll import ConllFile, format_conll_document, format_conll_response
+
+    if gold_conll:
+        from coref_pipeline.evaluation.predictions import word_clusters
+
+        gold = ConllFile.read(gold_conll)
+        clusters = {document["doc_key"]: word_clusters(document) for document in outputs}
+        return format_conll_response(gold.text, clusters, gold.path)
+    return "".join(format_conll_document(result.doc_key, result.sentences, result.clusters) for result in results)

@@ -1,0 +1,69 @@
+"""Kedro hooks of the project: a run whose inputs do not exist yet says what to run first."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any
+
+from kedro.framework.hooks import hook_impl
+
+from coref_pipeline.errors import UserError
+
+
+class MissingPrerequisiteError(UserError, RuntimeError):
+    """A pipeline's input that no earlier run has written; the message says which run writes it."""
+
+
+def _all_pipelines() -> dict[str, Any]:
+    """Every pipeline of ``pipelines/`` by folder name (Kedro's registry holds only those a run asked for)."""
+    import coref_pipeline.pipelines as package
+
+    return {
+        module.name: importlib.import_module(f"{package.__name__}.{module.name}.pipeline").create_pipeline()
+        for module in pkgutil.iter_modules(package.__path__)
+        if module.ispkg
+    }
+
+
+def _producers(dataset: str, pipelines: dict[str, Any]) -> list[str]:
+    return sorted(name for name, pipeline in pipelines.items() if dataset in pipeline.all_outputs())
+
+
+def _describe(catalog: Any, dataset: str) -> str:
+    try:
+        description = catalog.get(dataset)._describe()
+    except Exception:  # noqa: BLE001 - a description is only a courtesy
+        return dataset
+    where = description.get("filepath") or description.get("path")
+    return f"{dataset} ({where})" if where else dataset
+
+
+class PrerequisitesHook:
+    """Before a run, every free input of the pipeline must exist (raw data, or another pipeline's output)."""
+
+    @hook_impl
+    def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
+        missing = [
+            name for name in sorted(pipeline.inputs()) if not name.startswith("params:") and not catalog.exists(name)
+        ]
+        if not missing:
+            return
+        registered = _all_pipelines()
+        by_producer: dict[str, list[str]] = {}
+        for name in missing:
+            producers = _producers(name, registered)
+            by_producer.setdefault(producers[0] if producers else "", []).append(_describe(catalog, name))
+        steps = [
+            f"{', '.join(names)}: run `kedro run --pipelines={producer}` first"
+            if producer
+            else f"{', '.join(names)}: no such file (the corpus is named in conf/base/globals.yml)"
+            for producer, names in by_producer.items()
+        ]
+        message = "this run needs what no run has written yet: " + "; ".join(steps)
+        absent = {name.removesuffix("_model") for name in missing if name.endswith("_model")}
+        present = [m for m in ("baseline", "incremental") if f"{m}_model" in pipeline.inputs() and m not in absent]
+        if absent and present:
+            run = " ".join(["kedro run", *(f"--pipelines={n}" for n in run_params.get("pipeline_names") or [])])
+            message += f"; or run it for the {' and '.join(present)} model alone: `{run} --tags={','.join(present)}`"
+        raise MissingPrerequisiteError(message)

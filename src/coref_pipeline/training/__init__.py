@@ -1,0 +1,31 @@
+"""Training: one loop and one training step (``loop``), optimisers (``optim``), checkpoints and run identity
+(``checkpoints``), and a recipe per model (``baseline``, ``incremental``).
+
+The entry points a user, the CLI, a benchmark and the Kedro nodes call::
+
+    from coref_pipeline.training import train_baseline, train_incremental
+"""
+
+from coref_pipeline.training.baseline import baseline_recipe, build_baseline, train_baseline
+from coref_pipeline.training.incremental import (
+    build_incremental,
+    incremental_recipe,
+    incremental_settings,
+    train_incremental,
+)
+from coref_pipeline.training.loop import Recipe, Run, TrainingCallback, fit, seed_everything
+
+__all__ = [
+    "Recipe",
+    "Run",
+    "TrainingCallback",
+    "baseline_recipe",
+    "build_baseline",
+    "build_incremental",
+    "fit",
+    "incremental_recipe",
+    "incremental_settings",
+    "seed_everything",
+    "train_baseline",
+    "train_incremental",
+]

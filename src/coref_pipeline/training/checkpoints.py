@@ -1,0 +1,212 @@
+"""Resumable checkpoints of a run, and what makes two runs the same run.
+
+A run keeps its state in a work directory:
+
+    checkpoints/step-000123/   weights, optimiser and scheduler state, RNG, position
+    checkpoints/LATEST         name of the newest complete checkpoint (atomic)
+    best/                      the best-on-dev model directory so far
+    dvclive/                   training curves (DVCLive)
+    run_fingerprint.txt        what the run depends on (``run_fingerprint``)
+
+Each checkpoint is written to a temporary folder and renamed; ``LATEST`` is
+replaced last. A run killed at any point restarts from ``LATEST`` with the
+optimisers, schedulers, RNG states, epoch and position in the epoch restored.
+Nothing is unpickled: tensors are safetensors, the rest JSON.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file
+from torch import nn
+
+from coref_pipeline.files import atomic_directory, atomic_write_json, atomic_write_text
+from coref_pipeline.models.serialization import atomic_save_tensors
+from coref_pipeline.training.optim import Optimisers
+
+logger = logging.getLogger(__name__)
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+# The code that defines a model and its training: a change in it makes a new run (DVC lists the same folders).
+RUN_CODE = ("models", "training")
+
+
+@dataclass
+class TrainState:
+    """Where a run is; saved with every checkpoint."""
+
+    epoch: int = 0
+    position: int = 0  # documents of this epoch already trained on
+    global_step: int = 0
+    best_f1: float = -1.0
+    best_step: int = -1
+    evaluations_without_improvement: int = 0
+    train_seconds: float = 0.0  # time spent in training steps (evaluation excluded), over resumes
+    finished: bool = False
+
+
+def _optimiser_tensors(optimiser: torch.optim.Optimizer, prefix: str) -> tuple[dict[str, torch.Tensor], dict]:
+    """An optimiser's state as named tensors plus JSON-able metadata (no pickle)."""
+    state = optimiser.state_dict()
+    tensors: dict[str, torch.Tensor] = {}
+    scalars: dict[str, dict[str, Any]] = {}
+    for parameter_id, values in state["state"].items():
+        for key, value in values.items():
+            if torch.is_tensor(value):
+                tensors[f"{prefix}.{parameter_id}.{key}"] = value
+            else:
+                scalars.setdefault(str(parameter_id), {})[key] = value
+    return tensors, {"param_groups": state["param_groups"], "scalars": scalars}
+
+
+def _restore_optimiser(optimiser: torch.optim.Optimizer, prefix: str, tensors: dict, meta: dict) -> None:
+    state: dict[int, dict[str, Any]] = {}
+    for name, tensor in tensors.items():
+        if not name.startswith(prefix + "."):
+            continue
+        _, parameter_id, key = name.split(".", 2)
+        state.setdefault(int(parameter_id), {})[key] = tensor
+    for parameter_id, values in meta["scalars"].items():
+        state.setdefault(int(parameter_id), {}).update(values)
+    optimiser.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+
+
+def save_checkpoint(
+    work_dir: Path,
+    model: nn.Module,
+    optimisers: Optimisers,
+    state: TrainState,
+    crop_generator: torch.Generator,
+    keep: int = 1,
+) -> Path:
+    """A complete resumable checkpoint, written atomically; older ones beyond ``keep`` are removed."""
+    checkpoints = work_dir / "checkpoints"
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    name = f"step-{state.global_step:07d}"
+    final = checkpoints / name
+    with atomic_directory(final) as temporary:
+        _write_checkpoint(temporary, model, optimisers, state, crop_generator)
+    atomic_write_text(checkpoints / "LATEST", name)
+    older = sorted(p for p in checkpoints.glob("step-*") if p.name != name)
+    for path in older[: max(0, len(older) - (keep - 1))]:
+        shutil.rmtree(path, ignore_errors=True)
+    return final
+
+
+def _write_checkpoint(
+    folder: Path, model: nn.Module, optimisers: Optimisers, state: TrainState, crop_generator: torch.Generator
+) -> None:
+    atomic_save_tensors(model.state_dict(), folder / "model.safetensors")
+    optimiser_tensors: dict[str, torch.Tensor] = {}
+    optimiser_meta = {}
+    for prefix, optimiser in optimisers.named().items():
+        tensors, meta = _optimiser_tensors(optimiser, prefix)
+        optimiser_tensors.update(tensors)
+        optimiser_meta[prefix] = meta
+    rng = {
+        "torch": torch.get_rng_state(),
+        "crop": crop_generator.get_state(),
+    }
+    atomic_save_tensors({**optimiser_tensors, **{f"rng.{k}": v for k, v in rng.items()}}, folder / "state.safetensors")
+    schedules = {
+        name: schedule.state_dict()
+        for name, schedule in (("encoder", optimisers.encoder_schedule), ("task", optimisers.task_schedule))
+        if schedule is not None
+    }
+    for schedule in schedules.values():
+        schedule.pop("lr_lambdas", None)
+    python_rng = random.getstate()
+    atomic_write_json(
+        {
+            "train_state": asdict(state),
+            "optimisers": optimiser_meta,
+            "schedules": schedules,
+            "python_rng": [python_rng[0], list(python_rng[1]), python_rng[2]],
+        },
+        folder / "state.json",
+    )
+
+
+def latest_checkpoint(work_dir: Path) -> Path | None:
+    pointer = work_dir / "checkpoints" / "LATEST"
+    if not pointer.is_file():
+        return None
+    path = work_dir / "checkpoints" / pointer.read_text(encoding="utf-8").strip()
+    return path if path.is_dir() else None
+
+
+def load_checkpoint(
+    path: Path, model: nn.Module, optimisers: Optimisers, crop_generator: torch.Generator
+) -> TrainState:
+    """Restore weights, optimisers, schedules and RNG states; return the saved position."""
+    model.load_state_dict(load_file(path / "model.safetensors"))
+    tensors = load_file(path / "state.safetensors")
+    meta = json.loads((path / "state.json").read_text(encoding="utf-8"))
+    for prefix, optimiser in optimisers.named().items():
+        _restore_optimiser(optimiser, prefix, tensors, meta["optimisers"][prefix])
+    for name, schedule in (("encoder", optimisers.encoder_schedule), ("task", optimisers.task_schedule)):
+        if schedule is not None:
+            schedule.load_state_dict({**schedule.state_dict(), **meta["schedules"][name]})
+            for group, lr in zip(schedule.optimizer.param_groups, schedule.get_last_lr(), strict=True):
+                group["lr"] = lr
+    torch.set_rng_state(tensors["rng.torch"])
+    crop_generator.set_state(tensors["rng.crop"])
+    version, internal, gauss = meta["python_rng"]
+    random.setstate((version, tuple(internal), gauss))
+    return TrainState(**meta["train_state"])
+
+
+def code_fingerprint(folders: Sequence[str] = RUN_CODE) -> str:
+    """SHA-256 of the package's modules that define the models and their training."""
+    digest = hashlib.sha256()
+    for folder in folders:
+        for path in sorted((PACKAGE_DIR / folder).rglob("*.py")):
+            digest.update(path.relative_to(PACKAGE_DIR).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def run_fingerprint(
+    model: Mapping[str, Any], training: Mapping[str, Any], *document_lists: Sequence[Mapping[str, Any]]
+) -> str:
+    """A hash of everything a run depends on: the code, both configurations and the documents."""
+    digest = hashlib.sha256(json.dumps([code_fingerprint(), model, training], sort_keys=True).encode())
+    for documents in document_lists:
+        for document in documents:
+            digest.update(json.dumps(document, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def tensors_fingerprint(tensors: Mapping[str, torch.Tensor]) -> str:
+    """A hash of named tensors (the weights a run starts from)."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        digest.update(name.encode())
+        digest.update(tensors[name].detach().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+FINGERPRINT_FILE = "run_fingerprint.txt"
+
+
+def prepare_work_dir(work_dir: Path, fingerprint: str, restart: bool = False) -> None:
+    """Keep the work directory for a resume only if it holds the same run; else (or with ``restart``) start afresh."""
+    marker = work_dir / FINGERPRINT_FILE
+    if work_dir.exists() and restart:
+        logger.info("%s: restart requested, starting a fresh run", work_dir)
+        shutil.rmtree(work_dir)
+    elif work_dir.exists() and (not marker.is_file() or marker.read_text().strip() != fingerprint):
+        logger.warning("%s holds a run with another configuration, data or code: starting a fresh run", work_dir)
+        shutil.rmtree(work_dir)
+    work_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(marker, fingerprint + "\n")

@@ -1,0 +1,85 @@
+"""The incremental model's recipe: the baseline's weights, then one optimiser step per whole document."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from coref_pipeline.corpus import SegmentedCorpus
+from coref_pipeline.inference import CorefModel
+from coref_pipeline.models.config import ConfigError, IncrementalConfig, TrainingConfig
+from coref_pipeline.models.document import DocumentTensors
+from coref_pipeline.models.incremental import IncrementalCorefModel, copy_baseline_weights
+from coref_pipeline.training.checkpoints import tensors_fingerprint
+from coref_pipeline.training.loop import Recipe, Run, fit_on_corpus, seed_everything
+from coref_pipeline.training.optim import model_optimisers
+
+logger = logging.getLogger(__name__)
+
+
+def incremental_settings(
+    baseline: CorefModel, model_values: Mapping[str, Any] | None, training_values: Mapping[str, Any] | None
+) -> tuple[IncrementalConfig, TrainingConfig]:
+    """The incremental model's configuration (the baseline's sizes plus ``model_values``) and its training's."""
+    if baseline.model_type != "baseline":
+        raise ConfigError(f"incremental_train starts from a baseline model, got a {baseline.model_type!r} model")
+    config = IncrementalConfig.from_baseline(baseline.config, model_values or {})
+    return config, TrainingConfig.from_dict(training_values or {})
+
+
+def build_incremental(baseline: CorefModel, config: IncrementalConfig) -> CorefModel:
+    """The incremental model with the baseline's encoder, span scorer and pair scorer weights (by name)."""
+    model = IncrementalCorefModel(config, baseline.model.encoder)
+    copy_baseline_weights(model, baseline.model.state_dict())
+    return CorefModel("incremental", model, baseline.tokenizer)
+
+
+class EncoderCache:
+    """A frozen encoder's segment outputs, computed once per document and run (same numbers, less time)."""
+
+    def __init__(self, model: IncrementalCorefModel) -> None:
+        self.model = model
+        self.outputs: dict[str, list[torch.Tensor]] = {}
+
+    def losses(self, document: DocumentTensors):
+        if document.doc_key not in self.outputs:
+            self.outputs[document.doc_key] = [
+                self.model.encode_segment(document, index) for index in range(document.num_segments)
+            ]
+        return self.model.training_losses(document, segment_hidden=self.outputs[document.doc_key].__getitem__)
+
+
+def incremental_recipe(
+    trained: CorefModel, training: TrainingConfig, start_fingerprint: str, cache_encoder_outputs: bool = True
+) -> Recipe:
+    """Whole documents read segment by segment, one optimiser step per document (the paper's):
+    Adam at a constant rate for the task, and AdamW for the encoder when it is fine-tuned.
+    ``start_fingerprint`` identifies the weights the run starts from."""
+    model: IncrementalCorefModel = trained.model
+    finetune = model.config.finetune_encoder
+    losses = EncoderCache(model).losses if cache_encoder_outputs and not finetune else model.training_losses
+    return Recipe(
+        losses=losses,
+        optimisers=lambda total_steps: model_optimisers(model, training, total_steps, finetune, "constant"),
+        max_segments=None,
+        start=start_fingerprint,
+    )
+
+
+def train_incremental(
+    baseline: CorefModel,
+    corpus: SegmentedCorpus,
+    config: IncrementalConfig,
+    training: TrainingConfig,
+    run: Run,
+    cache_encoder_outputs: bool = True,
+) -> CorefModel:
+    """Initialise from the baseline, train on train, select on dev: what ``incremental_train`` runs."""
+    seed_everything(training.seed)
+    trained = build_incremental(baseline, config)
+    start = tensors_fingerprint(baseline.model.state_dict())
+    recipe = incremental_recipe(trained, training, start, cache_encoder_outputs)
+    return fit_on_corpus(trained, recipe, corpus, training, run)

@@ -1,0 +1,322 @@
+"""One training step and one loop, for both models.
+
+``training_step`` is the only place that backpropagates: it takes a model's
+losses for one document (the baseline gives one, the incremental model one per
+segment, each to be backpropagated before the next is computed), then clips,
+steps and schedules. ``train_loop`` orders the documents, crops them, evaluates
+on dev, keeps the best model and writes resumable checkpoints; what watches a run
+(DVCLive curves, a test that interrupts it) is a :class:`TrainingCallback`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from coref_pipeline.corpus import SegmentedCorpus
+from coref_pipeline.evaluation.predictions import score_predictions, summary_metrics
+from coref_pipeline.inference import CorefModel
+from coref_pipeline.models.config import ConfigError, TrainingConfig
+from coref_pipeline.models.document import DocumentTensors, random_crop
+from coref_pipeline.training.checkpoints import (
+    TrainState,
+    latest_checkpoint,
+    load_checkpoint,
+    prepare_work_dir,
+    run_fingerprint,
+    save_checkpoint,
+)
+from coref_pipeline.training.optim import Optimisers
+
+logger = logging.getLogger(__name__)
+
+# A model's training losses for one document, each backpropagated in turn.
+LossFunction = Callable[[DocumentTensors], Iterable[torch.Tensor]]
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python, NumPy and torch, and make torch's CPU kernels deterministic."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    logger.info("Seed %d applied", seed)
+
+
+def epoch_order(num_documents: int, seed: int, epoch: int) -> list[int]:
+    """The order of the training documents in an epoch: a permutation fixed by (seed, epoch)."""
+    generator = torch.Generator().manual_seed(seed * 1000 + epoch)
+    return torch.randperm(num_documents, generator=generator).tolist()
+
+
+def training_step(
+    losses: LossFunction, document: DocumentTensors, optimisers: Optimisers, gradient_clip: float
+) -> float:
+    """Forward and backward over the document's losses, then clip, step and schedule; the summed loss."""
+    total = 0.0
+    for loss in losses(document):
+        loss.backward()
+        total += float(loss.detach())
+    optimisers.step(gradient_clip)
+    return total
+
+
+class TrainingCallback:
+    """What watches a run: each method is called by ``train_loop`` at that point (all optional)."""
+
+    def on_train_start(self, state: TrainState) -> None:
+        """Before the first step (of a fresh or a resumed run)."""
+
+    def on_step_end(self, state: TrainState, loss: float, learning_rates: dict[str, float]) -> None:
+        """After each optimiser step and its evaluation and checkpoint, if any (the scheduled next rates)."""
+
+    def on_evaluation(self, state: TrainState, metrics: dict[str, float]) -> None:
+        """After each dev evaluation (``metrics`` in percent, with ``conll_f1``)."""
+
+    def on_train_end(self, state: TrainState) -> None:
+        """When the run ends (finished, or stopped by an exception)."""
+
+
+class DvcLiveCallback(TrainingCallback):
+    """Training curves with DVCLive in ``directory`` (resumed with the run): loss, learning rates, dev metrics."""
+
+    def __init__(self, directory: Path, params: dict[str, Any]) -> None:
+        self.directory = directory
+        self.params = params
+        self.live: Any = None
+
+    def on_train_start(self, state: TrainState) -> None:
+        from dvclive import Live
+
+        self.live = Live(dir=str(self.directory), dvcyaml=False, save_dvc_exp=False, resume=True)
+        self.live.log_params(self.params)
+
+    def on_evaluation(self, state: TrainState, metrics: dict[str, float]) -> None:
+        self.live.step = state.global_step
+        for name, value in metrics.items():
+            self.live.log_metric(f"dev/{name}", value)
+
+    def on_step_end(self, state: TrainState, loss: float, learning_rates: dict[str, float]) -> None:
+        self.live.step = state.global_step
+        self.live.log_metric("train/loss", loss)
+        for name, value in learning_rates.items():
+            self.live.log_metric(f"train/{name}", value)
+        self.live.next_step()
+
+    def on_train_end(self, state: TrainState) -> None:
+        if self.live is not None:
+            self.live.end()
+            self.live = None
+
+
+def train_loop(
+    model: torch.nn.Module,
+    documents: Sequence[DocumentTensors],
+    losses: LossFunction,
+    optimisers: Optimisers,
+    evaluate: Callable[[], dict[str, float]],
+    save_best: Callable[[], None],
+    config: TrainingConfig,
+    work_dir: Path,
+    max_segments: int | None,
+    callbacks: Sequence[TrainingCallback] = (),
+) -> TrainState:
+    """Train one document per step, resuming from the work directory's latest checkpoint.
+
+    Each document is cropped to a random window of ``max_segments`` segments
+    (``None``: whole documents). ``evaluate`` scores on dev (percent, with
+    ``conll_f1``); ``save_best`` keeps the model when it is the best so far.
+    """
+    crop_generator = torch.Generator().manual_seed(config.seed)
+    state = TrainState()
+    checkpoint = latest_checkpoint(work_dir)
+    if checkpoint is not None:
+        state = load_checkpoint(checkpoint, model, optimisers, crop_generator)
+        logger.info(
+            "Resuming from %s: epoch %d, document %d, step %d",
+            checkpoint,
+            state.epoch,
+            state.position,
+            state.global_step,
+        )
+    if state.finished:
+        logger.info("Training already finished at step %d (best dev CoNLL F1 %.2f)", state.global_step, state.best_f1)
+        return state
+
+    def evaluate_and_keep_best() -> bool:
+        """Score on dev; save the best model; True when patience ran out."""
+        model.eval()
+        with torch.no_grad():
+            metrics = evaluate()
+        model.train()
+        for callback in callbacks:
+            callback.on_evaluation(state, metrics)
+        f1 = metrics["conll_f1"]
+        if f1 > state.best_f1:
+            state.best_f1, state.best_step = f1, state.global_step
+            state.evaluations_without_improvement = 0
+            save_best()
+            logger.info("Step %d: dev CoNLL F1 %.2f (best so far, saved)", state.global_step, f1)
+        else:
+            state.evaluations_without_improvement += 1
+            logger.info(
+                "Step %d: dev CoNLL F1 %.2f (best %.2f at step %d)",
+                state.global_step,
+                f1,
+                state.best_f1,
+                state.best_step,
+            )
+        return config.patience is not None and state.evaluations_without_improvement >= config.patience
+
+    total_steps = config.max_steps or config.num_epochs * len(documents)
+    progress = tqdm(total=total_steps, initial=state.global_step, desc="train", unit="doc")
+    running_loss, running_count, started = 0.0, 0, time.perf_counter()
+    for callback in callbacks:
+        callback.on_train_start(state)
+    model.train()
+    stop = False
+    try:
+        while state.epoch < config.num_epochs and not stop:
+            order = epoch_order(len(documents), config.seed, state.epoch)
+            while state.position < len(order):
+                step_started = time.perf_counter()
+                document = documents[order[state.position]]
+                if max_segments is not None:
+                    document = random_crop(document, max_segments, crop_generator)
+                loss = training_step(losses, document, optimisers, config.gradient_clip)
+                state.train_seconds += time.perf_counter() - step_started
+                state.position += 1
+                state.global_step += 1
+                running_loss += loss
+                running_count += 1
+                progress.update(1)
+                if state.global_step % config.report_frequency == 0:
+                    seconds = time.perf_counter() - started
+                    progress.set_postfix(
+                        loss=f"{running_loss / running_count:.2f}", docs_s=f"{running_count / seconds:.2f}"
+                    )
+                    running_loss, running_count, started = 0.0, 0, time.perf_counter()
+                reached_max = config.max_steps is not None and state.global_step >= config.max_steps
+                if config.time_budget_minutes is not None and state.train_seconds >= 60 * config.time_budget_minutes:
+                    logger.info(
+                        "Time budget of %.1f minutes reached at step %d", config.time_budget_minutes, state.global_step
+                    )
+                    reached_max = True
+                if state.global_step % config.eval_frequency == 0 or reached_max:
+                    stop = evaluate_and_keep_best()
+                if state.global_step % config.checkpoint_frequency == 0:
+                    save_checkpoint(work_dir, model, optimisers, state, crop_generator)
+                for callback in callbacks:
+                    callback.on_step_end(state, loss, optimisers.learning_rates())
+                if stop or reached_max:
+                    stop = True
+                    break
+            if state.position >= len(order):
+                state.epoch += 1
+                state.position = 0
+        if state.best_step != state.global_step and not stop:
+            evaluate_and_keep_best()
+        state.finished = True
+        save_checkpoint(work_dir, model, optimisers, state, crop_generator)
+    finally:
+        progress.close()
+        for callback in callbacks:
+            callback.on_train_end(state)
+    return state
+
+
+@dataclass
+class Recipe:
+    """How one model trains: its losses for a document, its optimisers, its crop, and what it starts from."""
+
+    losses: LossFunction  # the model's losses for one document, backpropagated in turn
+    optimisers: Callable[[int], Optimisers]  # given the total number of steps
+    max_segments: int | None  # crop each training document to this many segments; None: whole documents
+    start: str = ""  # what else makes a run the same run (e.g. a hash of the weights it starts from)
+
+
+@dataclass
+class Run:
+    """Where a run keeps its state, how dev is scored, and who watches it."""
+
+    work_dir: Path  # checkpoints, the best model so far, curves; a killed run resumes from here
+    remove_singletons: bool  # dev is scored as the ``evaluate`` pipeline scores, with its setting
+    restart: bool = False  # discard a run kept in ``work_dir``
+    callbacks: Sequence[TrainingCallback] = ()
+    log_params: dict[str, Any] | None = None  # with these, DVCLive curves under ``work_dir/dvclive``
+
+    def __post_init__(self) -> None:
+        self.work_dir = Path(self.work_dir)
+        if not isinstance(self.remove_singletons, bool):
+            raise ConfigError(f"evaluate key 'remove_singletons': {self.remove_singletons!r} is not true or false")
+
+
+def fit(
+    trained: CorefModel,
+    recipe: Recipe,
+    train_documents: Sequence[dict[str, Any]],
+    dev_documents: Sequence[dict[str, Any]],
+    training: TrainingConfig,
+    run: Run,
+) -> CorefModel:
+    """A whole run: train with resume from ``run.work_dir``, select on dev, return the best-on-dev model."""
+    fingerprint = run_fingerprint(
+        {"model_type": trained.model_type, **trained.config.to_dict(), "start": recipe.start},
+        {**training.to_dict(), "remove_singletons": run.remove_singletons},
+        train_documents,
+        dev_documents,
+    )
+    prepare_work_dir(run.work_dir, fingerprint, run.restart)
+    train_tensors = [trained.tensorize(document) for document in train_documents]
+    dev_subset = dev_documents[: training.eval_max_documents] if training.eval_max_documents else dev_documents
+    total_steps = training.max_steps or training.num_epochs * len(train_tensors)
+    best_dir = run.work_dir / "best"
+
+    def evaluate() -> dict[str, float]:
+        predictions = trained.predict_documents(dev_subset, progress=False)
+        return summary_metrics(score_predictions(predictions, run.remove_singletons))
+
+    callbacks = list(run.callbacks)
+    if run.log_params is not None:
+        callbacks.append(DvcLiveCallback(run.work_dir / "dvclive", run.log_params))
+    state = train_loop(
+        trained.model,
+        train_tensors,
+        recipe.losses,
+        recipe.optimisers(total_steps),
+        evaluate,
+        lambda: trained.save(best_dir),
+        training,
+        run.work_dir,
+        recipe.max_segments,
+        callbacks,
+    )
+    logger.info("Best dev CoNLL F1 %.2f at step %d of %d", state.best_f1, state.best_step, state.global_step)
+    return CorefModel.load(best_dir)
+
+
+def fit_on_corpus(
+    trained: CorefModel, recipe: Recipe, corpus: SegmentedCorpus, training: TrainingConfig, run: Run
+) -> CorefModel:
+    """``fit`` on a segmented corpus's train and dev, once the corpus is known to be segmented for the model."""
+    config = trained.config
+    train_documents = trained.corpus_documents(corpus, "train")
+    dev_documents = trained.corpus_documents(corpus, "dev")
+    logger.info(
+        "Training the %s model (%s) on %d documents; dev %d",
+        trained.model_type,
+        config.encoder,
+        len(train_documents),
+        len(dev_documents),
+    )
+    params = {**config.to_dict(), **training.to_dict(), **(run.log_params or {})}
+    return fit(trained, recipe, train_documents, dev_documents, training, replace(run, log_params=params))

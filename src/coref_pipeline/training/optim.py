@@ -1,0 +1,131 @@
+"""Optimisers and learning-rate schedules: AdamW with warm-up for the encoder, Adam for the task."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from coref_pipeline.models.config import TrainingConfig
+
+NO_DECAY = ("bias", "LayerNorm.weight", "LayerNorm.bias", "layer_norm")
+
+
+@dataclass
+class Optimisers:
+    """The encoder's AdamW and the task parameters' Adam, each with its schedule."""
+
+    encoder: torch.optim.Optimizer | None
+    task: torch.optim.Optimizer
+    encoder_schedule: torch.optim.lr_scheduler.LambdaLR | None
+    task_schedule: torch.optim.lr_scheduler.LambdaLR
+    encoder_parameters: list[nn.Parameter]
+    task_parameters: list[nn.Parameter]
+
+    def step(self, gradient_clip: float) -> None:
+        """Clip each group's gradients (global norm), step, schedule, zero."""
+        for parameters, optimiser, schedule in (
+            (self.encoder_parameters, self.encoder, self.encoder_schedule),
+            (self.task_parameters, self.task, self.task_schedule),
+        ):
+            if optimiser is None:
+                continue
+            if gradient_clip:
+                torch.nn.utils.clip_grad_norm_(parameters, gradient_clip)
+            optimiser.step()
+            schedule.step()
+            optimiser.zero_grad(set_to_none=True)
+
+    def learning_rates(self) -> dict[str, float]:
+        rates = {"task_learning_rate": self.task.param_groups[0]["lr"]}
+        if self.encoder is not None:
+            rates["bert_learning_rate"] = self.encoder.param_groups[0]["lr"]
+        return rates
+
+    def named(self) -> dict[str, torch.optim.Optimizer]:
+        return {name: opt for name, opt in (("encoder", self.encoder), ("task", self.task)) if opt is not None}
+
+
+def warmup_then_linear_decay(total_steps: int, warmup_steps: int) -> Callable[[int], float]:
+    """Learning-rate factor: linear warm-up over ``warmup_steps``, then linear decay to 0 at ``total_steps``."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return step / max(1, warmup_steps)
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+    return factor
+
+
+def _fused(parameters: Sequence[nn.Parameter]) -> bool | None:
+    """Fused Adam kernels (several times faster on a CPU) where every parameter is a float tensor."""
+    return True if parameters and all(p.dtype in (torch.float32, torch.float64) for p in parameters) else None
+
+
+def build_optimisers(
+    encoder: nn.Module | None,
+    task_parameters: Sequence[nn.Parameter],
+    config: TrainingConfig,
+    total_steps: int,
+    task_warmup: bool = False,
+    task_schedule: str = "linear",
+) -> Optimisers:
+    """AdamW (weight decay, none on LayerNorm and bias) with warm-up for the encoder; Adam for the task.
+
+    ``task_schedule`` is ``"linear"`` (decay to 0 at ``total_steps``, the baseline's) or ``"constant"``.
+    """
+    encoder_parameters: list[nn.Parameter] = []
+    encoder_optimiser = encoder_schedule = None
+    if encoder is not None:
+        decay, no_decay = [], []
+        for name, parameter in encoder.named_parameters():
+            if parameter.requires_grad:
+                (no_decay if any(marker in name for marker in NO_DECAY) else decay).append(parameter)
+        encoder_parameters = decay + no_decay
+        encoder_optimiser = torch.optim.AdamW(
+            [
+                {"params": decay, "weight_decay": config.weight_decay},
+                {"params": no_decay, "weight_decay": 0.0},
+            ],
+            lr=config.bert_learning_rate,
+            eps=config.adam_eps,
+            fused=_fused(decay + no_decay),
+        )
+        warmup = int(total_steps * config.warmup_ratio)
+        encoder_schedule = torch.optim.lr_scheduler.LambdaLR(
+            encoder_optimiser, warmup_then_linear_decay(total_steps, warmup)
+        )
+    task_parameters = [p for p in task_parameters if p.requires_grad]
+    task_optimiser = torch.optim.Adam(
+        task_parameters, lr=config.task_learning_rate, eps=config.adam_eps, fused=_fused(task_parameters)
+    )
+    task_warmup_steps = int(total_steps * config.warmup_ratio) if task_warmup else 0
+    if task_schedule == "linear":
+        factor = warmup_then_linear_decay(total_steps, task_warmup_steps)
+    elif task_schedule == "constant":
+        factor = _constant
+    else:
+        raise ValueError(f"task_schedule must be 'linear' or 'constant', got {task_schedule!r}")
+    task_scheduler = torch.optim.lr_scheduler.LambdaLR(task_optimiser, factor)
+    return Optimisers(
+        encoder_optimiser, task_optimiser, encoder_schedule, task_scheduler, encoder_parameters, task_parameters
+    )
+
+
+def _constant(step: int) -> float:
+    return 1.0
+
+
+def model_optimisers(
+    model: nn.Module,
+    config: TrainingConfig,
+    total_steps: int,
+    train_encoder: bool = True,
+    task_schedule: str = "linear",
+) -> Optimisers:
+    """``build_optimisers`` for a coreference model: its ``encoder`` (when trained) and its ``task_modules()``."""
+    task_parameters = [parameter for module in model.task_modules() for parameter in module.parameters()]
+    encoder = model.encoder if train_encoder else None
+    return build_optimisers(encoder, task_parameters, config, total_steps, task_schedule=task_schedule)

@@ -1,0 +1,157 @@
+"""A user's error through `kedro run`: one line on stderr naming the file, line or key, exit non-zero,
+earlier outputs untouched; a programming error keeps its traceback."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .paths import PROJECT_ROOT
+
+pytestmark = pytest.mark.slow
+
+SPLITS = ("train", "dev", "test")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """A copy of the project that has run preprocess and segment once (the outputs to keep)."""
+    root = tmp_path_factory.mktemp("errors")
+    for name in ("pyproject.toml", ".telemetry"):
+        shutil.copy(PROJECT_ROOT / name, root / name)
+    shutil.copytree(PROJECT_ROOT / "conf" / "base", root / "conf" / "base")
+    (root / "conf" / "local").mkdir()
+    shutil.copytree(PROJECT_ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    shutil.copytree(PROJECT_ROOT / "data" / "01_raw", root / "data" / "01_raw")
+    result = kedro(root, "run", "--pipelines=preprocess,segment")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return root
+
+
+def kedro(root: Path, *args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "kedro", *args]
+    return subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600, env={**os.environ})
+
+
+def outputs(root: Path) -> dict[str, str]:
+    """Hash of every file the earlier run wrote."""
+    found = {}
+    for folder in ("data/02_intermediate", "data/03_primary"):
+        for path in sorted((root / folder).rglob("*")):
+            if path.is_file():
+                found[str(path.relative_to(root))] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return found
+
+
+def use_corpus(root: Path, corpus: Path | None) -> None:
+    """Point the catalog at ``corpus`` (a folder with the three files) through conf/local/globals.yml."""
+    local = root / "conf" / "local" / "globals.yml"
+    if corpus is None:
+        local.unlink(missing_ok=True)
+        return
+    files = "".join(f"  {split}: {split}.english.v4_gold_conll\n" for split in SPLITS)
+    local.write_text(f"corpus:\n  dir: {corpus}\n{files}")
+
+
+def corpus_with(tmp_path: Path, change) -> Path:
+    corpus = tmp_path / "corpus"
+    shutil.copytree(PROJECT_ROOT / "data" / "01_raw" / "sample", corpus)
+    change(corpus / "train.english.v4_gold_conll")
+    return corpus
+
+
+def truncate(path: Path) -> None:
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[: len(lines) // 2]))
+
+
+def unbalance(path: Path) -> None:
+    lines = path.read_text().splitlines(keepends=True)
+    index = next(i for i, line in enumerate(lines) if line.rstrip().endswith(")") and "(" not in line.split()[-1])
+    columns = lines[index].rstrip("\n").split()
+    lines[index] = "\t".join([*columns[:-1], "-"]) + "\n"
+    path.write_text("".join(lines))
+    unbalance.line = index + 1
+
+
+def binary(path: Path) -> None:
+    path.write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe")
+
+
+CORPUS_CASES = {
+    "truncated": (truncate, r"train.english.v4_gold_conll", "has no '#end document'"),
+    "unbalanced": (unbalance, r"train.english.v4_gold_conll:", "unbalanced coreference brackets"),
+    "binary": (binary, r"train.english.v4_gold_conll:1", "not a UTF-8 text file"),
+    "missing": (lambda path: path.unlink(), "raw_train", "no such file (the corpus is named in conf/base/globals.yml)"),
+}
+
+
+def assert_one_line(result: subprocess.CompletedProcess, *parts: str) -> None:
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr[-3000:]
+    assert lines[-1].startswith("error: "), lines[-1]
+    for part in parts:
+        assert part in lines[-1], (part, lines[-1])
+
+
+@pytest.mark.parametrize("case", sorted(CORPUS_CASES))
+def test_a_bad_corpus_file_is_one_line_and_nothing_is_overwritten(project, tmp_path, case):
+    change, where, fault = CORPUS_CASES[case]
+    before = outputs(project)
+    use_corpus(project, corpus_with(tmp_path, change))
+    try:
+        result = kedro(project, "run", "--pipelines=preprocess,segment")
+    finally:
+        use_corpus(project, None)
+    assert_one_line(result, where, fault)
+    assert outputs(project) == before
+
+
+PARAMETER_CASES = {
+    "preprocess.min_columns=twelve": ("preprocess", "preprocess key 'min_columns': 'twelve' is not an integer"),
+    "preprocess.min_colums=3": ("preprocess", "unknown preprocess key(s) ['min_colums']"),
+    "segment.max_segment_lens=abc": ("segment", "segment key 'max_segment_lens': 'abc' is not a list of integers"),
+    "segment.tokeniser=bert": ("segment", "unknown segment key(s) ['tokeniser']"),
+    "coref_train.overrides.num_epochs=abc": ("segment", "training key 'num_epochs': 'abc' is not an integer"),
+    "coref_train.overrides.ffnn_sise=3": ("segment", "unknown coref_train key(s) ['ffnn_sise']"),
+    "incremental_train.training.patience=soon": (
+        "incremental_train",
+        "training key 'patience': 'soon' is not an integer or null",
+    ),
+}
+
+
+@pytest.mark.parametrize("override", sorted(PARAMETER_CASES))
+def test_a_bad_parameter_is_one_line_naming_the_key(project, override):
+    pipeline, message = PARAMETER_CASES[override]
+    before = outputs(project)
+    result = kedro(project, "run", f"--pipelines={pipeline}", "--params", override)
+    if pipeline == "incremental_train":  # no baseline yet: the prerequisite is named first, also in one line
+        assert_one_line(result, "baseline_model", "run `kedro run --pipelines=coref_train` first")
+    else:
+        assert_one_line(result, message)
+    assert outputs(project) == before
+
+
+def test_a_quoted_no_is_not_read_as_true(project):
+    """`remove_singletons: "no"` in a parameters file is a string, refused before any training starts."""
+    local = project / "conf" / "local" / "parameters_evaluate.yml"
+    local.write_text('evaluate:\n  remove_singletons: "no"\n')
+    try:
+        result = kedro(project, "run", "--pipelines=coref_train")
+    finally:
+        local.unlink()
+    assert_one_line(result, "evaluate key 'remove_singletons': 'no' is not true or false")
+    assert not (project / "data" / "06_models" / "baseline_training").exists()
+
+
+def test_verbose_shows_the_traceback(project):
+    result = kedro(project, "run", "--pipelines=preprocess", "--params", "preprocess.min_columns=twelve", "--verbose")
+    assert result.returncode != 0 and "Traceback" in result.stderr and "ConfigError" in result.stderr

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from coref_pipeline.errors import UserError
+from coref_pipeline.segmentation import check_field_lengths
 
 # What ``predict`` takes: raw text, a list of words, or a list of sentences (lists of words).
 DocumentInput = str | Sequence[str] | Sequence[Sequence[str]]
@@ -83,6 +84,7 @@ def read_predict_inputs(path: str | Path) -> PredictInputs:
                 missing = [key for key in JOSHI_KEYS if key not in record]
                 if missing:
                     raise InputFormatError(f"{where}: a Joshi-format document without {missing}")
+                check_field_lengths(record, where)
                 kinds.add("jsonlines")
             else:
                 try:

@@ -325,6 +325,24 @@ def segment_document(
     return document
 
 
+def check_field_lengths(document: Mapping[str, Any], where: str) -> None:
+    """A jsonlines document's per-subtoken fields must be as long as its segments (``where`` names it)."""
+    segments = document.get("sentences")
+    if not isinstance(segments, list) or not all(isinstance(segment, list) for segment in segments):
+        raise SegmentationError(f"{where}: 'sentences' must be a list of segments (lists of subtokens)")
+    num_subtokens = sum(len(segment) for segment in segments)
+    lengths = {"subtoken_map": document.get("subtoken_map"), "sentence_map": document.get("sentence_map")}
+    speakers = document.get("speakers")
+    if isinstance(speakers, list) and all(isinstance(segment, list) for segment in speakers):
+        lengths["speakers"] = [speaker for segment in speakers for speaker in segment]
+    for field_name, values in lengths.items():
+        if not isinstance(values, list) or len(values) != num_subtokens:
+            found = f"{len(values)} entries" if isinstance(values, list) else type(values).__name__
+            raise SegmentationError(
+                f"{where}: field {field_name!r} has {found} for {num_subtokens} subtokens in 'sentences'"
+            )
+
+
 def flatten(nested: Sequence[Sequence[Any]]) -> list[Any]:
     """Concatenate a list of lists."""
     return [item for inner in nested for item in inner]

@@ -420,3 +420,19 @@ def test_predict_with_a_broken_segmentation_record_names_it(tmp_path, minilm_doc
     assert run(["predict", "--model", str(model), str(documents), str(output)]) == 2
     one_error_line(capsys.readouterr().err, sidecar_path(documents))
     assert not output.exists()
+
+
+def test_predict_names_a_field_shorter_than_the_segments(tmp_path, tiny_models, capsys):
+    documents = tmp_path / "tiny.jsonlines"
+    assert run(["minimize", str(TINY), str(documents), "--seg-len", "16", "--no-tokens"]) == 0
+    record = json.loads(documents.read_text().splitlines()[0])
+    record["subtoken_map"] = record["subtoken_map"][:-2]
+    bad = tmp_path / "bad.jsonlines"
+    bad.write_text(json.dumps(record) + "\n")
+    output = tmp_path / "o.jsonl"
+    output.write_text("earlier output\n")
+    assert run(["predict", "--model", str(tiny_models[0]), str(bad), str(output)]) == 2
+    total = sum(len(segment) for segment in record["sentences"])
+    expected = f"{bad}:1: field 'subtoken_map' has {total - 2} entries for {total} subtokens in 'sentences'"
+    assert expected in capsys.readouterr().err
+    assert output.read_text() == "earlier output\n"

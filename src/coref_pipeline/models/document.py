@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from coref_pipeline.conll import genre_of
-from coref_pipeline.segmentation import SPEAKER_PLACEHOLDER
+from coref_pipeline.segmentation import SPEAKER_PLACEHOLDER, check_field_lengths
 
 # Speaker ids, as the original numbers them: unknown, the [CLS]/[SEP] placeholder, then each new speaker.
 SPEAKER_ID_UNKNOWN, SPEAKER_ID_PLACEHOLDER, SPEAKER_ID_OVERFLOW = 0, 1, 3
@@ -61,6 +61,7 @@ def tensorize(
     max_num_speakers: int,
 ) -> DocumentTensors:
     """A Joshi-format jsonlines document as tensors (speakers beyond the cap get id 3, as the original)."""
+    check_field_lengths(document, f"document {document.get('doc_key')!r}")
     segments = document["sentences"]
     flat_tokens = [token for segment in segments for token in segment]
     num_tokens = len(flat_tokens)

@@ -89,6 +89,7 @@ CORPUS_CASES = {
     "unbalanced": (unbalance, r"train.english.v4_gold_conll:", "unbalanced coreference brackets"),
     "binary": (binary, r"train.english.v4_gold_conll:1", "not a UTF-8 text file"),
     "missing": (lambda path: path.unlink(), "raw_train", "no such file (the corpus is named in conf/base/globals.yml)"),
+    "empty": (lambda path: path.write_text(""), "train.english.v4_gold_conll", "no documents (an empty file?)"),
 }
 
 

@@ -154,6 +154,17 @@ def test_byte_dropout_rate_and_scaling():
     assert torch.equal(dropout.eval()(torch.ones(5)), torch.ones(5))
 
 
+def test_byte_dropout_gradient_is_the_mask_times_the_scale():
+    torch.manual_seed(1)
+    dropout = Dropout(0.3).train()
+    inputs = torch.randn(40, 50, requires_grad=True)
+    outputs = dropout(inputs)
+    outputs.backward(torch.ones_like(outputs))
+    kept = outputs.detach() != 0
+    assert torch.equal(inputs.grad, kept.float() * (256 / 179))
+    assert torch.equal(outputs.detach(), inputs.detach() * kept * (256 / 179))
+
+
 def test_config_rejects_unknown_keys_and_bad_values():
     with pytest.raises(ConfigError, match=r"unknown model key\(s\) \['ffnn_sise'\]"):
         BaselineConfig.from_dict({"ffnn_sise": 10})

@@ -54,8 +54,6 @@ def minimize(
         frame = preprocess_corpus(ConllFile.read(input_path), settings)
     except (ConllFormatError, ConfigError) as error:
         raise CommandError(error) from None
-    if frame.empty:
-        raise CommandError(f"{input_path}: no documents")
     try:
         hf_tokenizer = load_tokenizer(tokenizer)
     except (OSError, ValueError, TypeError) as error:

@@ -6,24 +6,6 @@ import torch
 from torch import nn
 
 
-class _ByteMaskDropout(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, inputs: torch.Tensor, threshold: int) -> torch.Tensor:
-        count = inputs.numel()
-        # One random byte per element, drawn 8 at a time: ~3x cheaper than bernoulli_ on a CPU.
-        words = torch.randint(-(2**63), 2**63 - 1, ((count + 7) // 8,), dtype=torch.int64, device=inputs.device)
-        keep = words.view(torch.uint8)[:count].view(inputs.shape) >= threshold
-        scale = 256.0 / (256 - threshold)
-        ctx.save_for_backward(keep)
-        ctx.scale = scale
-        return inputs * keep * scale
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        (keep,) = ctx.saved_tensors
-        return grad * keep * ctx.scale, None
-
-
 class Dropout(nn.Module):
     """Inverted dropout with rate ``round(256 p) / 256`` (0.3008 for 0.3), one random byte per element."""
 
@@ -35,7 +17,12 @@ class Dropout(nn.Module):
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         if not self.training or self.threshold == 0:
             return inputs
-        return _ByteMaskDropout.apply(inputs, self.threshold)
+        count = inputs.numel()
+        # One random byte per element, drawn 8 at a time: ~3x cheaper than bernoulli_ on a CPU.
+        words = torch.randint(-(2**63), 2**63 - 1, ((count + 7) // 8,), dtype=torch.int64, device=inputs.device)
+        keep = words.view(torch.uint8)[:count].view(inputs.shape) >= self.threshold  # [*inputs.shape] bool
+        # Autograd keeps the bool mask (one byte an element) for the backward pass, as a hand-written one would.
+        return inputs * keep * (256.0 / (256 - self.threshold))
 
 
 def init_weights(module: nn.Module) -> None:

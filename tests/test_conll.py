@@ -108,7 +108,11 @@ BAD_INPUTS = {
     "close without open": (doc("nw/b", "a -\nb 4)"), 3, "closes a mention of cluster 4 that was never opened"),
     "unknown bracket": (doc("nw/b", "a -\nb (x)"), 3, "unknown coreference annotation '(x)'"),
     "not closed in its sentence": (doc("nw/b", "a (1\nb -\n\nc 1)"), 2, "not closed by the end of its sentence"),
-    "not closed at all": (doc("nw/b", "a (1\nb -"), 2, "'(1' opened here is not closed"),
+    "not closed at all": (
+        doc("nw/b", "a (1\nb -"),
+        2,
+        "'(1' opened here is never closed (no '1)' before '#end document')",
+    ),
     "repeated mention": (doc("nw/b", "a (1)|(1)\nb -"), 2, "repeated mention: words 0-0 of document 'nw/b_0'"),
 }
 
@@ -169,7 +173,7 @@ def test_skip_bad_documents_reports_and_changes_nothing_else(caplog):
         (d.doc_key, d.words, d.clusters, d.sentence_ids) for d in alone
     ]
     assert len(errors) == 1 and "nw/h" not in [d.doc_key for d in kept]
-    assert "Skipping bad document" in caplog.text and "not closed" in caplog.text
+    assert "Skipping bad document" in caplog.text and "never closed" in caplog.text
     with pytest.raises(ConllFormatError):
         parse_conll_lines(conll_text(good_a, bad, good_b), "f.conll")
 

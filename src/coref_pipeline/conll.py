@@ -346,11 +346,12 @@ def _read_mentions(
             raw_clusters.setdefault(cluster_id, []).append(span)
     for cluster_id, stack in stacks.items():
         if stack:
-            where = "by the end of its sentence" if not allow_cross_sentence else "by '#end document'"
+            # The same words whatever the reading (a bracket closed in a later sentence was reported above).
             raise ConllFormatError(
                 source,
                 row_lines[stack[-1]],
-                f"unbalanced coreference brackets: '({cluster_id}' opened here is not closed {where}",
+                f"unbalanced coreference brackets: '({cluster_id}' opened here is never closed (no '{cluster_id})' "
+                f"before '#end document')",
             )
     if not strict_mentions:
         # As the reference scorer numbers entities: by the first bracket read.

@@ -108,6 +108,14 @@ def test_minimize_bad_input_names_file_and_line(tmp_path, capsys):
     bad.write_text(TINY.read_text().replace("\t2)\n", "\t-\n"))
     assert run(["minimize", str(bad), str(tmp_path / "out.jsonlines")]) == 2
     assert f"{bad}:5: unbalanced coreference brackets" in capsys.readouterr().err
+    # conll-stats and score read it differently (the scorer allows mentions across sentences), and say the same.
+    message = (
+        f"{bad}:5: unbalanced coreference brackets: '(2' opened here is never closed (no '2)' before '#end document')"
+    )
+    assert run(["conll-stats", str(bad)]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {message}"
+    assert run(["score", str(TINY), str(bad)]) == 2
+    assert capsys.readouterr().err.strip() == f"score: error: {message}"
     assert not (tmp_path / "out.jsonlines").exists()
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from typing import Any
 
 from kedro.framework.hooks import hook_impl
@@ -15,19 +13,8 @@ class MissingPrerequisiteError(UserError, RuntimeError):
     """A pipeline's input that no earlier run has written; the message says which run writes it."""
 
 
-def _all_pipelines() -> dict[str, Any]:
-    """Every pipeline of ``pipelines/`` by folder name (Kedro's registry holds only those a run asked for)."""
-    import coref_pipeline.pipelines as package
-
-    return {
-        module.name: importlib.import_module(f"{package.__name__}.{module.name}.pipeline").create_pipeline()
-        for module in pkgutil.iter_modules(package.__path__)
-        if module.ispkg
-    }
-
-
-def _producers(dataset: str, pipelines: dict[str, Any]) -> list[str]:
-    return sorted(name for name, pipeline in pipelines.items() if dataset in pipeline.all_outputs())
+def _producers(dataset: str, registered: dict[str, Any]) -> list[str]:
+    return sorted(name for name, pipeline in registered.items() if dataset in pipeline.all_outputs())
 
 
 def _describe(catalog: Any, dataset: str) -> str:
@@ -49,7 +36,9 @@ class PrerequisitesHook:
         ]
         if not missing:
             return
-        registered = _all_pipelines()
+        from coref_pipeline.pipeline_registry import every_pipeline
+
+        registered = every_pipeline()
         by_producer: dict[str, list[str]] = {}
         for name in missing:
             producers = _producers(name, registered)

@@ -156,3 +156,11 @@ def test_a_quoted_no_is_not_read_as_true(project):
 def test_verbose_shows_the_traceback(project):
     result = kedro(project, "run", "--pipelines=preprocess", "--params", "preprocess.min_columns=twelve", "--verbose")
     assert result.returncode != 0 and "Traceback" in result.stderr and "ConfigError" in result.stderr
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="this machine has a CUDA GPU")
+def test_a_gpu_that_is_not_there_is_one_line(project):
+    before = outputs(project)
+    result = kedro(project, "run", "--pipelines=coref_train", "--params", "coref_train.overrides.device=cuda")
+    assert_one_line(result, "device 'cuda' was asked for", "sees no CUDA GPU", "use device cpu")
+    assert outputs(project) == before

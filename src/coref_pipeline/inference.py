@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from coref_pipeline.conll import DEFAULT_GENRE, NO_SPEAKER
 from coref_pipeline.corpus import SegmentedCorpus
+from coref_pipeline.devices import resolve_device
 from coref_pipeline.errors import UserError
 from coref_pipeline.evaluation.predictions import word_clusters
 from coref_pipeline.inputs import DocumentInput, InputFormatError, SpeakersInput, record_content
@@ -72,13 +73,18 @@ class CorefModel:
         save_model_directory(directory, self.model, self.model_type, self.config.to_dict(), self.tokenizer)
 
     @classmethod
-    def load(cls, directory: str | Path, max_inference_subtokens: int | None = None) -> CorefModel:
+    def load(
+        cls, directory: str | Path, max_inference_subtokens: int | None = None, device: str | torch.device = "cpu"
+    ) -> CorefModel:
         """Load a model directory written by ``save`` (safetensors and JSON only, no network).
 
         The directory says which model it holds (``coref_config.json``).
         ``max_inference_subtokens`` replaces the baseline's length limit (the
-        incremental model has none).
+        incremental model has none). ``device``: ``cpu`` (default), ``auto`` (a GPU
+        when there is one), ``cuda``, ``cuda:N`` or ``mps``; one that is absent is a
+        :class:`~coref_pipeline.devices.DeviceError`.
         """
+        target = resolve_device(device)
         model_type, model_config, encoder_config, state_dict, tokenizer = load_model_directory(directory)
         if model_type not in MODEL_TYPES:
             raise ModelDirectoryError(f"{directory} holds a {model_type!r} model; known models: {sorted(MODEL_TYPES)}")
@@ -88,7 +94,7 @@ class CorefModel:
             config = dataclasses.replace(config, max_inference_subtokens=max_inference_subtokens)
         model = model_class(config, SegmentEncoder.from_config(encoder_config))
         model.load_state_dict(state_dict)
-        model.eval()
+        model.to(target).eval()
         return cls(model_type, model, tokenizer)
 
     def check_segmentation(
@@ -114,7 +120,18 @@ class CorefModel:
         except SegmentationMismatchError as error:
             raise SegmentationMismatchError(f"{source}: {error}") from None
 
+    @property
+    def device(self) -> torch.device:
+        """Where the model's weights are (and where its inputs go)."""
+        return next(self.model.parameters()).device
+
+    def to(self, device: str | torch.device | None) -> CorefModel:
+        """Move the model to ``device`` (``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps``); returns itself."""
+        self.model.to(resolve_device(device))
+        return self
+
     def tensorize(self, document: dict[str, Any]) -> DocumentTensors:
+        """A jsonlines document as tensors on the model's device."""
         config = self.config
         return tensorize(
             document,
@@ -123,6 +140,7 @@ class CorefModel:
             config.genres,
             config.default_genre,
             config.max_num_speakers,
+            device=self.device,
         )
 
     def predict_tensors(self, tensors: DocumentTensors) -> list[list[tuple[int, int]]]:
@@ -268,14 +286,15 @@ class CorefModel:
         if not mentions or result.document is None:
             return np.zeros((0, self.model.span_scorer.span_dim), dtype=np.float32), np.zeros(0, dtype=np.int64)
         tensors = self.tensorize(result.document)
-        subtoken_map = torch.tensor(result.document["subtoken_map"])  # [n]
-        first_subtoken = torch.full((len(result.words),), -1, dtype=torch.long)  # [num_words]
-        last_subtoken = torch.full((len(result.words),), -1, dtype=torch.long)  # [num_words]
-        positions = torch.arange(subtoken_map.shape[0])
+        device = self.device
+        subtoken_map = torch.tensor(result.document["subtoken_map"], device=device)  # [n]
+        first_subtoken = torch.full((len(result.words),), -1, dtype=torch.long, device=device)  # [num_words]
+        last_subtoken = torch.full((len(result.words),), -1, dtype=torch.long, device=device)  # [num_words]
+        positions = torch.arange(subtoken_map.shape[0], device=device)
         first_subtoken[subtoken_map[tensors.word_start]] = positions[tensors.word_start]
         last_subtoken[subtoken_map[tensors.word_end]] = positions[tensors.word_end]
-        starts = first_subtoken[[start for _, (start, _) in mentions]]  # [num_mentions]
-        ends = last_subtoken[[end for _, (_, end) in mentions]]  # [num_mentions]
+        starts = first_subtoken[torch.tensor([start for _, (start, _) in mentions], device=device)]  # [num_mentions]
+        ends = last_subtoken[torch.tensor([end for _, (_, end) in mentions], device=device)]  # [num_mentions]
         ends = torch.minimum(ends, starts + self.config.max_span_width - 1)
         scorer = self.model.span_scorer
         with self._evaluation_mode():
@@ -283,7 +302,7 @@ class CorefModel:
             width_features = scorer.width_features(starts, ends)  # [num_mentions, F]
             embeddings = scorer.span_embeddings(hidden, starts, ends, width_features)  # [num_mentions, D]
         cluster_ids = np.array([index for index, _ in mentions], dtype=np.int64)
-        return embeddings.numpy(), cluster_ids
+        return embeddings.float().cpu().numpy(), cluster_ids
 
 
 def as_split_text(document: DocumentInput, doc_key: str = "document") -> SplitText:

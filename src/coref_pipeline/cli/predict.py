@@ -39,6 +39,12 @@ DESCRIPTION = (
     type=int,
     help="the baseline's length limit (default: the model's max_inference_subtokens, 30000)",
 )
+@click.option(
+    "--device",
+    default="auto",
+    show_default=True,
+    help="where the model runs: auto (a GPU when there is one), cpu, cuda, cuda:N or mps",
+)
 def predict(
     model_dir: str,
     input_path: str,
@@ -48,6 +54,7 @@ def predict(
     html: str | None,
     genre: str | None,
     max_subtokens: int | None,
+    device: str,
 ) -> None:
     from coref_pipeline.conll import DEFAULT_GENRE
     from coref_pipeline.files import write_jsonlines
@@ -67,7 +74,7 @@ def predict(
                 f"and for --conll without --gold-conll: {without_words[:3]}"
             )
 
-    model = _load_model(model_dir, max_subtokens)
+    model = _load_model(model_dir, max_subtokens, device)
     try:
         if joshi:
             _check_segmentation(model, inputs.records, input_path)
@@ -113,11 +120,11 @@ def _read_inputs(input_path: str) -> Any:
     return inputs
 
 
-def _load_model(model_dir: str, max_subtokens: int | None) -> Any:
+def _load_model(model_dir: str, max_subtokens: int | None, device: str) -> Any:
     from coref_pipeline.inference import CorefModel
 
     try:
-        return CorefModel.load(model_dir, max_inference_subtokens=max_subtokens)
+        return CorefModel.load(model_dir, max_inference_subtokens=max_subtokens, device=device)
     except (OSError, ValueError, KeyError) as error:  # ConfigError is a ValueError
         raise CommandError(error) from None
 

@@ -67,7 +67,8 @@ class BaselineCorefModel(nn.Module):
     def coarse_scores(self, span_emb: torch.Tensor, mention_scores: torch.Tensor) -> torch.Tensor:
         """s_m(i) + s_m(j) + g_i' W g_j + distance prior, -inf where j is not before i: ``[k, k]``."""
         k = span_emb.shape[0]
-        offsets = torch.arange(k).unsqueeze(1) - torch.arange(k).unsqueeze(0)  # [k, k]
+        positions = torch.arange(k, device=span_emb.device)  # [k]
+        offsets = positions.unsqueeze(1) - positions.unsqueeze(0)  # [k, k]
         scores = mention_scores.unsqueeze(1) + mention_scores.unsqueeze(0)  # [k, k]
         scores = scores.masked_fill(offsets < 1, float("-inf"))
         if self.config.coarse_to_fine:
@@ -82,12 +83,13 @@ class BaselineCorefModel(nn.Module):
         """The ``max_top_antecedents`` best antecedents per span: indices, mask, coarse scores ``[k, c]``."""
         k = coarse.shape[0]
         c = min(self.config.max_top_antecedents, k)
+        positions = torch.arange(k, device=coarse.device)  # [k]
         if self.config.coarse_to_fine:
             top_scores, antecedents = torch.topk(coarse, c, dim=1, sorted=False)  # [k, c]
         else:  # distance pruning: the c closest preceding spans
-            antecedents = (torch.arange(k).unsqueeze(1) - 1 - torch.arange(c).unsqueeze(0)).clamp(min=0)
+            antecedents = (positions.unsqueeze(1) - 1 - positions[:c].unsqueeze(0)).clamp(min=0)
             top_scores = coarse.gather(1, antecedents)
-        mask = antecedents < torch.arange(k).unsqueeze(1)  # [k, c]
+        mask = antecedents < positions.unsqueeze(1)  # [k, c]
         top_scores = top_scores.masked_fill(~mask, float("-inf"))
         return antecedents, mask, top_scores
 
@@ -103,7 +105,7 @@ class BaselineCorefModel(nn.Module):
         k = antecedents.shape[0]
         span_speakers = speaker_ids[span_starts]  # [k]
         same_speaker = span_speakers.unsqueeze(1) == span_speakers[antecedents]  # [k, c]
-        distance = bucket_distance(torch.arange(k).unsqueeze(1) - antecedents)  # [k, c]
+        distance = bucket_distance(torch.arange(k, device=antecedents.device).unsqueeze(1) - antecedents)  # [k, c]
         segments = segment_of_token[span_starts]  # [k]
         segment_distance = (segments.unsqueeze(1) - segments[antecedents]).clamp(
             0, self.config.max_training_sentences - 1

@@ -188,6 +188,7 @@ class TrainingConfig(Config):
     max_steps: int | None = None  # stop after this many steps (one document each); None = all epochs
     time_budget_minutes: float | None = None  # stop once training steps took this long; None = off
     checkpoint_frequency: int = 100  # steps between resumable checkpoints
+    device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, cuda:N or mps
 
     def __post_init__(self) -> None:
         if self.num_epochs < 1 or self.eval_frequency < 1 or self.checkpoint_frequency < 1:

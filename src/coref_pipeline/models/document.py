@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,15 @@ class DocumentTensors:
     gold_cluster_ids: torch.Tensor  # [num_gold] long, 1-based
     token_offset: int = 0  # position of this crop's first subtoken in the full document
 
+    def to(self, device: torch.device | str) -> DocumentTensors:
+        """The same document with every tensor on ``device``."""
+        moved = {
+            item.name: getattr(self, item.name).to(device)
+            for item in fields(self)
+            if isinstance(getattr(self, item.name), torch.Tensor)
+        }
+        return replace(self, **moved)
+
     @property
     def num_tokens(self) -> int:
         return int(self.sentence_map.shape[0])
@@ -59,8 +68,13 @@ def tensorize(
     genres: Sequence[str],
     default_genre: str,
     max_num_speakers: int,
+    device: torch.device | str = "cpu",
 ) -> DocumentTensors:
-    """A Joshi-format jsonlines document as tensors (speakers beyond the cap get id 3, as the original)."""
+    """A Joshi-format jsonlines document as tensors on ``device`` (speakers beyond the cap get id 3, as the original).
+
+    The tensors are built on the CPU, whatever the default device, then moved.
+    """
+    cpu = torch.device("cpu")
     check_field_lengths(document, f"document {document.get('doc_key')!r}")
     segments = document["sentences"]
     flat_tokens = [token for segment in segments for token in segment]
@@ -71,18 +85,21 @@ def tensorize(
             f"document {document['doc_key']!r} has a segment of {longest} subtokens; the model takes "
             f"{max_segment_len} (segment the corpus with this max_segment_len)"
         )
-    input_ids = torch.zeros(len(segments), max_segment_len, dtype=torch.long)
-    attention_mask = torch.zeros(len(segments), max_segment_len, dtype=torch.long)
+    input_ids = torch.zeros(len(segments), max_segment_len, dtype=torch.long, device=cpu)
+    attention_mask = torch.zeros(len(segments), max_segment_len, dtype=torch.long, device=cpu)
     for index, segment in enumerate(segments):
-        input_ids[index, : len(segment)] = torch.tensor(tokenizer.convert_tokens_to_ids(segment), dtype=torch.long)
+        token_ids = torch.tensor(tokenizer.convert_tokens_to_ids(segment), dtype=torch.long, device=cpu)
+        input_ids[index, : len(segment)] = token_ids
         attention_mask[index, : len(segment)] = 1
     segment_of_token = torch.repeat_interleave(
-        torch.arange(len(segments)), torch.tensor([len(segment) for segment in segments])
+        torch.arange(len(segments), device=cpu), torch.tensor([len(segment) for segment in segments], device=cpu)
     )
 
     speakers = [speaker for segment in document["speakers"] for speaker in segment]
     ids = speaker_dict(speakers, max_num_speakers)
-    speaker_ids = torch.tensor([ids.get(speaker, SPEAKER_ID_OVERFLOW) for speaker in speakers], dtype=torch.long)
+    speaker_ids = torch.tensor(
+        [ids.get(speaker, SPEAKER_ID_OVERFLOW) for speaker in speakers], dtype=torch.long, device=cpu
+    )
 
     subtoken_map = np.asarray(document["subtoken_map"])  # [n]
     special = np.zeros(num_tokens, dtype=bool)
@@ -107,15 +124,15 @@ def tensorize(
         input_ids=input_ids,
         attention_mask=attention_mask,
         speaker_ids=speaker_ids,
-        sentence_map=torch.tensor(document["sentence_map"], dtype=torch.long),
+        sentence_map=torch.tensor(document["sentence_map"], dtype=torch.long, device=cpu),
         segment_of_token=segment_of_token,
         word_start=torch.from_numpy(word_start),
         word_end=torch.from_numpy(word_end),
         genre=list(genres).index(genre),
-        gold_starts=torch.tensor([s for s, _ in mentions], dtype=torch.long),
-        gold_ends=torch.tensor([e for _, e in mentions], dtype=torch.long),
-        gold_cluster_ids=torch.tensor([cluster_of[m] for m in mentions], dtype=torch.long),
-    )
+        gold_starts=torch.tensor([s for s, _ in mentions], dtype=torch.long, device=cpu),
+        gold_ends=torch.tensor([e for _, e in mentions], dtype=torch.long, device=cpu),
+        gold_cluster_ids=torch.tensor([cluster_of[m] for m in mentions], dtype=torch.long, device=cpu),
+    ).to(device)
 
 
 def crop(document: DocumentTensors, max_segments: int, first_segment: int) -> DocumentTensors:
@@ -148,5 +165,5 @@ def random_crop(document: DocumentTensors, max_segments: int, generator: torch.G
     """A random window of ``max_segments`` segments, drawn from ``generator`` (re-drawn every call)."""
     if document.num_segments <= max_segments:
         return document
-    first = int(torch.randint(0, document.num_segments - max_segments + 1, (1,), generator=generator))
+    first = int(torch.randint(0, document.num_segments - max_segments + 1, (1,), generator=generator, device="cpu"))
     return crop(document, max_segments, first)

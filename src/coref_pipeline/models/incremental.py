@@ -115,7 +115,7 @@ class EntityMemory:
         embeddings = [torch.stack(self.fresh_embeddings).detach()]
         projections = [torch.stack(self.fresh_projections).detach()]
         if keep:
-            rows = torch.tensor(keep, dtype=torch.long)
+            rows = torch.tensor(keep, dtype=torch.long, device=self.base_embeddings.device)
             embeddings.insert(0, self.base_embeddings.index_select(0, rows))
             projections.insert(0, self.base_projections.index_select(0, rows))
         self.base_embeddings = torch.cat(embeddings)
@@ -144,7 +144,7 @@ class EntityMemory:
             return []
         gone = set(leaving)
         keep = [row for row, entity_id in enumerate(self.base_ids) if entity_id not in gone]
-        rows = torch.tensor(keep, dtype=torch.long)
+        rows = torch.tensor(keep, dtype=torch.long, device=self.base_embeddings.device)
         self.base_embeddings = self.base_embeddings.index_select(0, rows) if keep else None
         self.base_projections = self.base_projections.index_select(0, rows) if keep else None
         self.base_ids = [self.base_ids[row] for row in keep]
@@ -254,7 +254,7 @@ class IncrementalCorefModel(nn.Module):
         else:
             starts, ends = candidate_spans(document.sentence_map[window], self.config.max_span_width)
         if starts.numel() == 0:
-            empty = torch.zeros(0, dtype=torch.long)
+            empty = torch.zeros(0, dtype=torch.long, device=hidden.device)
             return empty, empty, hidden.new_zeros(0, self.span_dim), hidden.new_zeros(0)
         width_features = self.span_scorer.width_features(starts, ends)  # [candidates, F]
         scores = self.span_scorer.score_candidates(hidden, starts, ends, width_features)  # [candidates]
@@ -287,7 +287,7 @@ class IncrementalCorefModel(nn.Module):
                 memory.base_embeddings, memory.base_projections, memory.base_ids, *context
             )  # [num_base]
             if memory.superseded:
-                hidden = torch.zeros(len(memory.base_ids), dtype=torch.bool)
+                hidden = torch.zeros(len(memory.base_ids), dtype=torch.bool, device=scores.device)
                 hidden[list(memory.superseded)] = True
                 scores = scores.masked_fill(hidden, float("-inf"))
             parts.append(scores)
@@ -309,9 +309,10 @@ class IncrementalCorefModel(nn.Module):
         genre: int,
         weights: tuple[torch.Tensor, ...],
     ) -> torch.Tensor:
-        distance = torch.tensor([[abs(start - memory.last_start[entity_id]) for entity_id in ids]])  # [1, E]
+        distances = [[abs(start - memory.last_start[entity_id]) for entity_id in ids]]
+        distance = torch.tensor(distances, device=mention.device)  # [1, E]
         features = self.pair_scorer.features(None, genre, bucket_distance(distance), torch.zeros_like(distance))
-        index = torch.arange(len(ids)).unsqueeze(0)  # [1, E]
+        index = torch.arange(len(ids), device=mention.device).unsqueeze(0)  # [1, E]
         return self.pair_scorer.scores(
             mention.unsqueeze(0),
             entities,
@@ -351,7 +352,7 @@ class IncrementalCorefModel(nn.Module):
         for index, span in enumerate(zip(starts, ends, strict=True)):
             is_gold = gold is not None and gold.is_gold(span)
             if train and not is_gold and config.negative_sample_rate < 1.0:
-                if float(torch.rand(())) >= config.negative_sample_rate:
+                if float(torch.rand((), device="cpu")) >= config.negative_sample_rate:  # a host-side draw
                     continue  # a non-gold span left out of this training pass
             mention = embeddings[index]  # [D]
             if len(memory) == 0:
@@ -369,7 +370,10 @@ class IncrementalCorefModel(nn.Module):
                 gold_columns = [column_of[entity_id] + 1 for entity_id in targets] or [0]
                 span_loss = torch.logsumexp(logits, 0) - torch.logsumexp(logits[gold_columns], 0)
                 loss = span_loss if loss is None else loss + span_loss
-                if config.teacher_forcing_rate > 0 and float(torch.rand(())) < config.teacher_forcing_rate:
+                if (
+                    config.teacher_forcing_rate > 0
+                    and float(torch.rand((), device="cpu")) < config.teacher_forcing_rate
+                ):
                     choice = gold_columns[0]
             if choice == 0:
                 memory.add(mention, candidate_projections[index], span)

@@ -18,9 +18,9 @@ def candidate_spans(
     With ``word_start``/``word_end`` masks a span must start on a word's first
     subtoken and end on a word's last (so never on [CLS]/[SEP]).
     """
-    num_tokens = sentence_map.shape[0]
-    starts = torch.arange(num_tokens).unsqueeze(1).expand(num_tokens, max_span_width)  # [n, W]
-    ends = starts + torch.arange(max_span_width).unsqueeze(0)  # [n, W]
+    num_tokens, device = sentence_map.shape[0], sentence_map.device
+    starts = torch.arange(num_tokens, device=device).unsqueeze(1).expand(num_tokens, max_span_width)  # [n, W]
+    ends = starts + torch.arange(max_span_width, device=device).unsqueeze(0)  # [n, W]
     valid = ends < num_tokens  # [n, W]
     clipped_ends = ends.clamp(max=num_tokens - 1)
     valid &= sentence_map[starts] == sentence_map[clipped_ends]
@@ -69,7 +69,7 @@ def prune_spans(scores: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, 
         if min_start_to.get(end, end + 1) > start:
             min_start_to[end] = start
     kept.sort(key=lambda i: (starts_list[i], ends_list[i]))
-    return torch.tensor(kept, dtype=torch.long)
+    return torch.tensor(kept, dtype=torch.long, device=scores.device)
 
 
 def spans_cross(a: tuple[int, int], b: tuple[int, int]) -> bool:
@@ -99,7 +99,7 @@ def span_attention_explicit(
     logits: torch.Tensor, values: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, max_width: int
 ) -> torch.Tensor:
     """The same attention-weighted sums, gathering each span's tokens (for few spans)."""
-    offsets = torch.arange(max_width)  # [W]
+    offsets = torch.arange(max_width, device=starts.device)  # [W]
     positions = starts.unsqueeze(1) + offsets  # [spans, W]
     inside = positions <= ends.unsqueeze(1)  # [spans, W]
     positions = positions.clamp(max=values.shape[0] - 1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from coref_pipeline.corpus import SegmentedCorpus
+from coref_pipeline.devices import resolve_device
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import BaselineConfig, TrainingConfig
@@ -39,6 +40,7 @@ def train_baseline(corpus: SegmentedCorpus, config: BaselineConfig, training: Tr
     What ``kedro run --pipelines=coref_train`` runs. A killed run resumes from
     ``run.work_dir``. Returns the best-on-dev model.
     """
+    resolve_device(training.device)  # an absent device is named before the encoder is loaded
     seed_everything(training.seed)
     trained = build_baseline(config)
     return fit_on_corpus(trained, baseline_recipe(trained, training), corpus, training, run)

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from coref_pipeline.corpus import SegmentedCorpus
+from coref_pipeline.devices import resolve_device
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import ConfigError, IncrementalConfig, TrainingConfig
 from coref_pipeline.models.document import DocumentTensors
@@ -78,6 +79,7 @@ def train_incremental(
     cache_encoder_outputs: bool = True,
 ) -> CorefModel:
     """Initialise from the baseline, train on train, select on dev: what ``incremental_train`` runs."""
+    resolve_device(training.device)  # an absent device is named before anything is built
     seed_everything(training.seed)
     trained = build_incremental(baseline, config)
     start = tensors_fingerprint(baseline.model.state_dict())

@@ -54,8 +54,8 @@ def seed_everything(seed: int) -> None:
 
 def epoch_order(num_documents: int, seed: int, epoch: int) -> list[int]:
     """The order of the training documents in an epoch: a permutation fixed by (seed, epoch)."""
-    generator = torch.Generator().manual_seed(seed * 1000 + epoch)
-    return torch.randperm(num_documents, generator=generator).tolist()
+    generator = torch.Generator(device="cpu").manual_seed(seed * 1000 + epoch)
+    return torch.randperm(num_documents, generator=generator, device="cpu").tolist()
 
 
 def training_step(
@@ -136,7 +136,7 @@ def train_loop(
     (``None``: whole documents). ``evaluate`` scores on dev (percent, with
     ``conll_f1``); ``save_best`` keeps the model when it is the best so far.
     """
-    crop_generator = torch.Generator().manual_seed(config.seed)
+    crop_generator = torch.Generator(device="cpu").manual_seed(config.seed)
     state = TrainState()
     checkpoint = latest_checkpoint(work_dir)
     if checkpoint is not None:
@@ -268,7 +268,11 @@ def fit(
     training: TrainingConfig,
     run: Run,
 ) -> CorefModel:
-    """A whole run: train with resume from ``run.work_dir``, select on dev, return the best-on-dev model."""
+    """A whole run: train with resume from ``run.work_dir``, select on dev, return the best-on-dev model.
+
+    The model trains on ``training.device`` (moved there before its optimisers are built).
+    """
+    trained.to(training.device)
     fingerprint = run_fingerprint(
         {"model_type": trained.model_type, **trained.config.to_dict(), "start": recipe.start},
         {**training.to_dict(), "remove_singletons": run.remove_singletons},
@@ -301,7 +305,7 @@ def fit(
         callbacks,
     )
     logger.info("Best dev CoNLL F1 %.2f at step %d of %d", state.best_f1, state.best_step, state.global_step)
-    return CorefModel.load(best_dir)
+    return CorefModel.load(best_dir, device=trained.device)
 
 
 def fit_on_corpus(

@@ -1,0 +1,115 @@
+"""Every tensor the models create is created on the device of the model's parameters.
+
+Run under ``torch.set_default_device("meta")`` with the models and inputs placed on the
+CPU explicitly: a tensor created on the default device instead of the model's is a meta
+tensor, and mixing it with the CPU ones raises. A device that is asked for and absent is
+one line that names it.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import pytest
+import torch
+
+from coref_pipeline.devices import DeviceError, resolve_device
+from coref_pipeline.inference import CorefModel
+from coref_pipeline.models.baseline import BaselineCorefModel
+from coref_pipeline.models.config import IncrementalConfig, TrainingConfig
+from coref_pipeline.models.document import random_crop
+from coref_pipeline.models.incremental import IncrementalCorefModel
+from coref_pipeline.training.loop import training_step
+from coref_pipeline.training.optim import model_optimisers
+
+from .models.tiny import make_document, save_tiny_models, tiny_config, tiny_encoder, tiny_hf_tokenizer
+
+TEXT = "Ada met Charles in 1833. He showed her his engine, and she wrote about it. Charles was pleased."
+
+
+@contextmanager
+def default_device_meta():
+    torch.set_default_device("meta")
+    try:
+        yield
+    finally:
+        torch.set_default_device(None)
+
+
+def models() -> dict[str, CorefModel]:
+    config = tiny_config(max_segment_len=16, top_span_ratio=0.8, max_span_width=3)
+    baseline = CorefModel("baseline", BaselineCorefModel(config, tiny_encoder(seed=1)), tiny_hf_tokenizer())
+    values = {"top_span_ratio": 0.8, "dropout_rate": 0.2, "threshold": -1e4, "negative_sample_rate": 0.5}
+    values["teacher_forcing_rate"] = 0.5
+    incremental_config = IncrementalConfig.from_baseline(config, values)
+    incremental = IncrementalCorefModel(incremental_config, tiny_encoder(seed=2))
+    return {"baseline": baseline, "incremental": CorefModel("incremental", incremental, tiny_hf_tokenizer())}
+
+
+@pytest.mark.parametrize("model_type", ["baseline", "incremental"])
+def test_forward_loss_training_step_and_predict_create_nothing_off_the_model_device(model_type):
+    trained = models()[model_type]
+    model = trained.model.to("cpu")
+    documents = [make_document(f"nw/d{i}_0", seed=i, num_segments=3) for i in range(2)]
+    optimisers = model_optimisers(model, TrainingConfig(), total_steps=10, task_schedule="constant")
+    generator = torch.Generator(device="cpu").manual_seed(0)
+    with default_device_meta():
+        assert torch.empty(1).device.type == "meta"  # the trap is set
+        tensors = [trained.tensorize(document) for document in documents]
+        assert all(t.input_ids.device.type == "cpu" and t.gold_starts.device.type == "cpu" for t in tensors)
+        model.train()
+        for document in tensors:
+            crop = random_crop(document, 2, generator)
+            loss = training_step(model.training_losses, crop, optimisers, gradient_clip=1.0)
+            assert loss == loss and loss >= 0  # finite, not NaN
+        model.eval()
+        with torch.no_grad():
+            output = model(tensors[0])
+        clusters = trained.predict_tensors(tensors[0])
+        predicted = trained.predict_documents(documents, progress=False)
+        result = trained.predict(TEXT)
+        embeddings, cluster_ids = trained.span_representations(result)
+    assert all(parameter.device.type == "cpu" for parameter in model.parameters())
+    assert isinstance(clusters, list) and len(predicted) == 2
+    assert embeddings.shape[0] == len(cluster_ids)
+    if model_type == "baseline":
+        assert output.top_antecedent_scores.device.type == "cpu" and output.loss is not None
+    else:
+        assert output.clusters == trained.predict_tensors(tensors[0])
+
+
+def test_a_loaded_model_goes_to_the_device_asked_for(tmp_path):
+    baseline_dir, incremental_dir = save_tiny_models(tmp_path)
+    for directory in (baseline_dir, incremental_dir):
+        assert CorefModel.load(directory, device="cpu").device.type == "cpu"
+        expected = "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+        assert CorefModel.load(directory, device="auto").device.type == expected
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
+def test_cuda_without_a_gpu_is_one_line_that_names_it(tmp_path):
+    with pytest.raises(DeviceError) as error:
+        resolve_device("cuda")
+    message = str(error.value)
+    assert "\n" not in message and "'cuda'" in message and "sees no CUDA GPU" in message and "use device cpu" in message
+    with pytest.raises(DeviceError, match=r"device 'cuda:1' was asked for"):
+        CorefModel.load(save_tiny_models(tmp_path)[0], device="cuda:1")
+    with pytest.raises(DeviceError, match=r"unknown device 'tpu': use auto, cpu, cuda, cuda:N or mps"):
+        resolve_device("tpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA GPU")
+def test_predict_on_a_gpu_that_is_not_there_is_one_line(tmp_path, capsys):
+    from coref_pipeline.cli import main
+
+    baseline_dir, _ = save_tiny_models(tmp_path)
+    source = tmp_path / "story.txt"
+    source.write_text(TEXT)
+    with pytest.raises(SystemExit) as exited:
+        main(["predict", "--model", str(baseline_dir), "--device", "cuda", str(source), str(tmp_path / "out.jsonl")])
+    assert exited.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: device 'cuda' was asked for") and not (tmp_path / "out.jsonl").exists()
+    with pytest.raises(SystemExit) as exited:
+        main(["predict", "--model", str(baseline_dir), "--device", "cpu", str(source), str(tmp_path / "out.jsonl")])
+    assert exited.value.code == 0 and (tmp_path / "out.jsonl").is_file()

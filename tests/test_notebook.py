@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from .models.tiny import save_tiny_models
-from .paths import PROJECT_ROOT
+from .paths import PROJECT_ROOT, copy_project
 
 NOTEBOOK = PROJECT_ROOT / "notebooks" / "predict_on_text.ipynb"
 
@@ -38,12 +38,7 @@ RUNNER = textwrap.dedent(
 
 @pytest.mark.slow
 def test_the_notebook_loads_a_model_from_the_catalog_and_draws_its_views(tmp_path):
-    root = tmp_path / "project"
-    root.mkdir()
-    shutil.copy(PROJECT_ROOT / "pyproject.toml", root / "pyproject.toml")
-    shutil.copytree(PROJECT_ROOT / "conf" / "base", root / "conf" / "base")
-    (root / "conf" / "local").mkdir()
-    shutil.copytree(PROJECT_ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    root = copy_project(tmp_path / "project", with_raw_data=False)
     shutil.copytree(PROJECT_ROOT / "notebooks", root / "notebooks")
     # The catalog's incremental_model is data/06_models/incremental.
     models = root / "data" / "06_models"

@@ -14,20 +14,13 @@ import yaml
 
 from coref_pipeline.segmentation import check_document
 
-from .paths import PROJECT_ROOT
+from .paths import PROJECT_ROOT, copy_project
 
 
 @pytest.fixture(scope="module")
 def project_copy(tmp_path_factory) -> Path:
     """The repository's configuration and embedded data in a fresh folder."""
-    root = tmp_path_factory.mktemp("project")
-    for name in ("pyproject.toml", ".telemetry"):
-        shutil.copy(PROJECT_ROOT / name, root / name)
-    shutil.copytree(PROJECT_ROOT / "conf" / "base", root / "conf" / "base")
-    (root / "conf" / "local").mkdir()
-    shutil.copytree(PROJECT_ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    shutil.copytree(PROJECT_ROOT / "data" / "01_raw", root / "data" / "01_raw")
-    return root
+    return copy_project(tmp_path_factory.mktemp("project"))
 
 
 def kedro(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .paths import PROJECT_ROOT
+from .paths import PROJECT_ROOT, copy_project
 
 pytestmark = pytest.mark.slow
 
@@ -22,13 +22,7 @@ SPLITS = ("train", "dev", "test")
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
     """A copy of the project that has run preprocess and segment once (the outputs to keep)."""
-    root = tmp_path_factory.mktemp("errors")
-    for name in ("pyproject.toml", ".telemetry"):
-        shutil.copy(PROJECT_ROOT / name, root / name)
-    shutil.copytree(PROJECT_ROOT / "conf" / "base", root / "conf" / "base")
-    (root / "conf" / "local").mkdir()
-    shutil.copytree(PROJECT_ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    shutil.copytree(PROJECT_ROOT / "data" / "01_raw", root / "data" / "01_raw")
+    root = copy_project(tmp_path_factory.mktemp("errors"))
     result = kedro(root, "run", "--pipelines=preprocess,segment")
     assert result.returncode == 0, result.stderr[-3000:]
     return root

@@ -3,23 +3,16 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 
 from kedro.framework.project import configure_project
 
-from .paths import PROJECT_ROOT
+from .paths import copy_project
 
 
 def test_static_site_lists_every_pipeline_and_node(tmp_path):
-    root = tmp_path / "project"
-    root.mkdir()
-    for name in ("pyproject.toml", ".telemetry"):
-        shutil.copy(PROJECT_ROOT / name, root / name)
-    shutil.copytree(PROJECT_ROOT / "conf" / "base", root / "conf" / "base")
-    (root / "conf" / "local").mkdir()
-    shutil.copytree(PROJECT_ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
+    root = copy_project(tmp_path / "project", with_raw_data=False)
     command = [sys.executable, "-m", "kedro", "viz", "build"]
     result = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -46,6 +46,16 @@ GENRES = ("bc", "bn", "mz", "nw", "pt", "tc", "wb")
 DEFAULT_GENRE = "nw"  # the genre of a key outside GENRES (and of raw text)
 NO_SPEAKER = "-"  # the speaker column's "no speaker"
 
+# How the reference scorer reads a file (the options of ``parse_conll_lines``): the coreference
+# column only, brackets in its order, mentions may cross sentences, repeats kept for scoring to report.
+SCORER_READING = {
+    "min_columns": 1,
+    "strict_mentions": False,
+    "bracket_order": "reference",
+    "allow_cross_sentence": True,
+    "coref_only": True,
+}
+
 
 class ConllFormatError(UserError, ValueError):
     """A CoNLL-2012 file that cannot be read; the message names file and line."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from coref_pipeline.cli import main
-from coref_pipeline.conll import ConllFormatError, read_conll
+from coref_pipeline.conll import SCORER_READING, ConllFormatError, read_conll
 from coref_pipeline.evaluation import read_clusters, scoring
 
 from ..evaluation.conll_helpers import write_conll
@@ -181,14 +181,7 @@ def test_score_imports_neither_torch_nor_pandas(files: tuple[Path, Path]) -> Non
 def reference_reading(path: Path) -> dict[str, list[list[tuple[int, int]]]] | str:
     """What ``read_clusters`` gave before its fast path (``read_conll``), or the error's message."""
     try:
-        documents = read_conll(
-            path,
-            min_columns=1,
-            strict_mentions=False,
-            bracket_order="reference",
-            allow_cross_sentence=True,
-            coref_only=True,
-        )
+        documents = read_conll(path, **SCORER_READING)
     except ConllFormatError as error:
         return str(error)
     clusters_by_doc = {}

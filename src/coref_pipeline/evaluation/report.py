@@ -10,7 +10,14 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from coref_pipeline.config_base import Config, ConfigError
-from coref_pipeline.conll import DEFAULT_GENRE, GENRES, ConllFile, format_conll_response, parse_conll_lines
+from coref_pipeline.conll import (
+    DEFAULT_GENRE,
+    GENRES,
+    SCORER_READING,
+    ConllFile,
+    format_conll_response,
+    parse_conll_lines,
+)
 from coref_pipeline.evaluation.breakdown import breakdown_table, document_info, document_table, f1_by_length_figure
 from coref_pipeline.evaluation.metrics import METRIC_NAMES
 from coref_pipeline.evaluation.predictions import headline_metrics, score_predictions, summary_metrics, word_clusters
@@ -53,15 +60,7 @@ class EvaluationReport:
 
 def gold_clusters(gold: ConllFile) -> dict[str, list]:
     """The word-level clusters of every document of a gold CoNLL file, read as the reference scorer reads them."""
-    documents = parse_conll_lines(
-        gold.text.splitlines(),
-        gold.path,
-        min_columns=1,
-        strict_mentions=False,
-        bracket_order="reference",
-        allow_cross_sentence=True,
-        coref_only=True,
-    )
+    documents = parse_conll_lines(gold.text.splitlines(), gold.path, **SCORER_READING)
     return {document.doc_key: document.clusters for document in documents}
 
 

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from coref_pipeline.conll import parse_coref_column, parse_header, paused_gc, read_conll
+from coref_pipeline.conll import SCORER_READING, parse_coref_column, parse_header, paused_gc, read_conll
 from coref_pipeline.evaluation.metrics import (
     CONLL_METRICS,
     METRIC_NAMES,
@@ -188,14 +188,7 @@ def read_clusters(path: str | Path) -> dict[str, list[Cluster]]:
     fast = _read_clusters_fast(path)
     if fast is not None:
         return fast
-    documents = read_conll(
-        path,
-        min_columns=1,
-        strict_mentions=False,
-        bracket_order="reference",
-        allow_cross_sentence=True,
-        coref_only=True,
-    )
+    documents = read_conll(path, **SCORER_READING)
     clusters_by_doc: dict[str, list[Cluster]] = {}
     for document in documents:
         if document.doc_key in clusters_by_doc:

@@ -144,9 +144,8 @@ def test_a_changed_configuration_starts_afresh(tmp_path, caplog):
 def test_a_change_to_the_model_or_training_code_starts_afresh(tmp_path, caplog, monkeypatch):
     from coref_pipeline.training import checkpoints
 
-    package = tmp_path / "package"
-    for folder in checkpoints.RUN_CODE:
-        shutil.copytree(checkpoints.PACKAGE_DIR / folder, package / folder)
+    package = tmp_path / "copy" / "coref_pipeline"
+    shutil.copytree(checkpoints.PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setattr(checkpoints, "PACKAGE_DIR", package)
     config = training_config(num_epochs=1)
     train(fresh_model(), config, tmp_path / "run")
@@ -154,9 +153,18 @@ def test_a_change_to_the_model_or_training_code_starts_afresh(tmp_path, caplog, 
         train(fresh_model(), config, tmp_path / "run")
     assert "Training already finished" in caplog.text  # the same code: the finished run is kept
     caplog.clear()
-    layers = package / "models" / "layers.py"
-    layers.write_text(layers.read_text() + "\n# a change to the model code\n")
+    # A module the run executes (the model's layers; the dev scorer it selects with): a fresh run.
+    for changed in ("models/layers.py", "evaluation/scoring.py"):
+        source = package / changed
+        source.write_text(source.read_text() + "\n# a change to code the run executes\n")
+        with caplog.at_level("INFO"):
+            train(fresh_model(), config, tmp_path / "run")
+        assert "another configuration, data or code: starting a fresh run" in caplog.text, changed
+        assert "Training already finished" not in caplog.text, changed
+        caplog.clear()
+    # A module it never imports (the score command): the finished run is kept.
+    command = package / "cli" / "score.py"
+    command.write_text(command.read_text() + "\n# a change elsewhere\n")
     with caplog.at_level("INFO"):
         train(fresh_model(), config, tmp_path / "run")
-    assert "another configuration, data or code: starting a fresh run" in caplog.text
-    assert "Training already finished" not in caplog.text
+    assert "Training already finished" in caplog.text and "starting a fresh run" not in caplog.text

@@ -16,6 +16,7 @@ Nothing is unpickled: tensors are safetensors, the rest JSON.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import logging
@@ -37,8 +38,9 @@ from coref_pipeline.training.optim import Optimisers
 logger = logging.getLogger(__name__)
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
-# The code that defines a model and its training: a change in it makes a new run (DVC lists the same folders).
-RUN_CODE = ("models", "training")
+# A run depends on this package and every module it imports, transitively (the same modules DVC lists
+# as the training stages' code): a change in any of them makes a new run.
+RUN_CODE = "training"
 
 
 @dataclass
@@ -166,13 +168,57 @@ def load_checkpoint(
     return TrainState(**meta["train_state"])
 
 
-def code_fingerprint(folders: Sequence[str] = RUN_CODE) -> str:
-    """SHA-256 of the package's modules that define the models and their training."""
+def _module_file(package_dir: Path, name: str) -> Path | None:
+    path = package_dir.joinpath(*name.split(".")[1:])
+    if (path / "__init__.py").is_file():
+        return path / "__init__.py"
+    return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
+
+
+def _imported_modules(path: Path, module: str, package: str) -> set[str]:
+    """The modules of ``package`` that ``path`` (module ``module``) imports, read from its source."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[: None if path.name == "__init__.py" else -1]
+                base = base[: len(base) - node.level + 1]
+                name = ".".join(base + ([node.module] if node.module else []))
+            else:
+                name = node.module or ""
+            found.add(name)
+            found.update(f"{name}.{alias.name}" for alias in node.names)
+    return {name for name in found if name.startswith(package + ".")}
+
+
+def code_files(start: str = RUN_CODE, package_dir: Path | None = None) -> list[Path]:
+    """The source files of ``package.start`` and of every package module it imports, transitively."""
+    package_dir = package_dir or PACKAGE_DIR
+    package = package_dir.name
+    seen: set[str] = set()
+    files: set[Path] = set()
+    todo = [f"{package}.{start}"]
+    while todo:
+        name = todo.pop()
+        path = _module_file(package_dir, name)
+        if name in seen or path is None:
+            continue
+        seen.add(name)
+        files.add(path)
+        parts = name.split(".")
+        todo.extend(".".join(parts[:i]) for i in range(2, len(parts)))  # parent packages run too
+        todo.extend(_imported_modules(path, name, package))
+    return sorted(files)
+
+
+def code_fingerprint(start: str = RUN_CODE) -> str:
+    """SHA-256 of the code a training run executes: ``training`` and every package module it imports."""
     digest = hashlib.sha256()
-    for folder in folders:
-        for path in sorted((PACKAGE_DIR / folder).rglob("*.py")):
-            digest.update(path.relative_to(PACKAGE_DIR).as_posix().encode())
-            digest.update(path.read_bytes())
+    for path in code_files(start):
+        digest.update(path.relative_to(PACKAGE_DIR).as_posix().encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()
 
 

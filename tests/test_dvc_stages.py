@@ -2,62 +2,23 @@
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 import yaml
 
+from coref_pipeline.training.checkpoints import code_files
+
 from .paths import PROJECT_ROOT
 
-PACKAGE = PROJECT_ROOT / "src" / "coref_pipeline"
-STAGE_PIPELINES = {
-    "preprocess": "preprocess",
-    "segment": "segment",
-    "coref_train": "coref_train",
-    "incremental_train": "incremental_train",
-    "evaluate": "evaluate",
-}
+STAGES_AND_PIPELINES = ("preprocess", "segment", "coref_train", "incremental_train", "evaluate")  # same names
 ALWAYS = {"src/coref_pipeline/datasets.py"}  # the catalog's dataset types
 
 
-def _module_file(name: str) -> Path | None:
-    path = PACKAGE.joinpath(*name.split(".")[1:])
-    if (path / "__init__.py").is_file():
-        return path / "__init__.py"
-    return path.with_suffix(".py") if path.with_suffix(".py").is_file() else None
+def import_closure(pipeline: str) -> set[str]:
+    """Files (relative to the project) of a pipeline and of every project module it imports, transitively.
 
-
-def _imported(path: Path, module: str) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = module.split(".")[: None if path.name == "__init__.py" else -1]
-                base = base[: len(base) - node.level + 1]
-                name = ".".join(base + ([node.module] if node.module else []))
-            else:
-                name = node.module or ""
-            found.add(name)
-            found.update(f"{name}.{alias.name}" for alias in node.names)
-    return {name for name in found if name.startswith("coref_pipeline.") and _module_file(name)}
-
-
-def import_closure(module: str) -> set[str]:
-    """Files (relative to the project) of ``module`` and of every project module it imports, transitively."""
-    seen: set[str] = set()
-    todo = [module]
-    while todo:
-        name = todo.pop()
-        if name in seen or _module_file(name) is None:
-            continue
-        seen.add(name)
-        parts = name.split(".")
-        todo.extend(".".join(parts[:i]) for i in range(2, len(parts)))  # parent packages run too
-        todo.extend(_imported(_module_file(name), name))
-    files = (_module_file(name) for name in seen if name != "coref_pipeline")
+    The same reading of the imports as a training run's code identity (``checkpoints.code_files``).
+    """
+    files = code_files(f"pipelines.{pipeline}.pipeline")
     return {path.relative_to(PROJECT_ROOT).as_posix() for path in files if path.read_text(encoding="utf-8").strip()}
 
 
@@ -75,10 +36,10 @@ def _expand(deps: list[str]) -> set[str]:
 STAGES = yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())["stages"]
 
 
-@pytest.mark.parametrize("stage", sorted(STAGE_PIPELINES))
+@pytest.mark.parametrize("stage", STAGES_AND_PIPELINES)
 def test_code_deps_are_the_modules_the_stage_runs(stage):
     spec = STAGES[stage].get("do", STAGES[stage])
-    expected = import_closure(f"coref_pipeline.pipelines.{STAGE_PIPELINES[stage]}.pipeline") | ALWAYS
+    expected = import_closure(stage) | ALWAYS
     listed = _expand(spec["deps"])
     assert listed - expected == set(), f"{stage}: deps it does not import"
     assert expected - listed == set(), f"{stage}: imported modules missing from deps"

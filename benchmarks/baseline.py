@@ -24,6 +24,7 @@ import logging
 import resource
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -36,6 +37,7 @@ from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import baseline_settings
 from coref_pipeline.models.document import random_crop
 from coref_pipeline.training import Run, build_baseline, seed_everything, train_baseline
+from coref_pipeline.training.engine import Engine
 from coref_pipeline.training.loop import training_step
 from coref_pipeline.training.optim import build_optimisers
 
@@ -98,12 +100,13 @@ def throughput(corpus: SegmentedCorpus, steps: int) -> dict[str, float]:
     task = [p for module in model.task_modules() for p in module.parameters()]
     optimisers = build_optimisers(model.encoder, task, training, 10_000)
     generator = torch.Generator().manual_seed(0)
+    engine = Engine(replace(training, device="cpu"))
     model.train()
     timings = []
     for document in tensors:
         started = time.perf_counter()
         crop = random_crop(document, model_config.max_training_sentences, generator)
-        training_step(model.training_losses, crop, optimisers, training.gradient_clip)
+        training_step(model.training_losses, crop, optimisers, training.gradient_clip, engine)
         timings.append(time.perf_counter() - started)
     measured = timings[3:]  # the first steps warm up
     return {"steps": len(measured), "seconds_per_document": sum(measured) / len(measured)}

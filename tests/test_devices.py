@@ -19,6 +19,7 @@ from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import IncrementalConfig, TrainingConfig
 from coref_pipeline.models.document import random_crop
 from coref_pipeline.models.incremental import IncrementalCorefModel
+from coref_pipeline.training.engine import Engine
 from coref_pipeline.training.loop import training_step
 from coref_pipeline.training.optim import model_optimisers
 
@@ -53,6 +54,7 @@ def test_forward_loss_training_step_and_predict_create_nothing_off_the_model_dev
     documents = [make_document(f"nw/d{i}_0", seed=i, num_segments=3) for i in range(2)]
     optimisers = model_optimisers(model, TrainingConfig(), total_steps=10, task_schedule="constant")
     generator = torch.Generator(device="cpu").manual_seed(0)
+    engine = Engine(TrainingConfig(device="cpu"))
     with default_device_meta():
         assert torch.empty(1).device.type == "meta"  # the trap is set
         tensors = [trained.tensorize(document) for document in documents]
@@ -60,7 +62,7 @@ def test_forward_loss_training_step_and_predict_create_nothing_off_the_model_dev
         model.train()
         for document in tensors:
             crop = random_crop(document, 2, generator)
-            loss = training_step(model.training_losses, crop, optimisers, gradient_clip=1.0)
+            loss = training_step(model.training_losses, crop, optimisers, 1.0, engine)
             assert loss == loss and loss >= 0  # finite, not NaN
         model.eval()
         with torch.no_grad():

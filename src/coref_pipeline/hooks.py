@@ -1,7 +1,10 @@
-"""Kedro hooks of the project: a run whose inputs do not exist yet says what to run first."""
+"""Kedro hooks of the project: a run whose inputs do not exist yet says what to run first; on a
+multi-process run started by torchrun or SLURM, only rank 0 saves the pipeline's outputs."""
 
 from __future__ import annotations
 
+import logging
+import os
 from typing import Any
 
 from kedro.framework.hooks import hook_impl
@@ -56,3 +59,31 @@ class PrerequisitesHook:
             run = " ".join(["kedro run", *(f"--pipelines={n}" for n in run_params.get("pipeline_names") or [])])
             message += f"; or run it for the {' and '.join(present)} model alone: `{run} --tags={','.join(present)}`"
         raise MissingPrerequisiteError(message)
+
+
+def launched_rank() -> int:
+    """This process's global rank when torchrun (``RANK``) or SLURM (``SLURM_PROCID``) started it; else 0."""
+    for variable in ("RANK", "SLURM_PROCID"):
+        if os.environ.get(variable, "").isdigit():
+            return int(os.environ[variable])
+    return 0
+
+
+class RankZeroWritesHook:
+    """Every rank of a torchrun or SLURM launch runs the whole `kedro run`; only rank 0 saves its outputs.
+
+    On the other ranks each output dataset of the pipeline is replaced by an in-memory one
+    (the training itself already writes from rank 0 only). Runs that Fabric spawns from one
+    `kedro run` need nothing: the workers are not Kedro runs.
+    """
+
+    @hook_impl
+    def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
+        rank = launched_rank()
+        if rank == 0:
+            return
+        from kedro.io import MemoryDataset
+
+        for name in sorted(pipeline.all_outputs()):
+            catalog[name] = MemoryDataset()
+        logging.getLogger(__name__).info("Rank %d: the pipeline's outputs are saved by rank 0 only", rank)

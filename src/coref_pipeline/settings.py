@@ -2,10 +2,11 @@
 
 from kedro.config import OmegaConfigLoader
 
-from coref_pipeline.hooks import PrerequisitesHook
+from coref_pipeline.hooks import PrerequisitesHook, RankZeroWritesHook
 
-# A run whose inputs are missing (e.g. `evaluate` before `incremental_train`) says what to run first.
-HOOKS = (PrerequisitesHook(),)
+# A run whose inputs are missing (e.g. `evaluate` before `incremental_train`) says what to run first;
+# under torchrun or SLURM only rank 0 saves the pipeline's outputs.
+HOOKS = (PrerequisitesHook(), RankZeroWritesHook())
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {

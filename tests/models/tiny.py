@@ -28,9 +28,11 @@ class TinyTokenizer:
         return [self.vocab.get(token, 1) for token in tokens]
 
 
-def tiny_encoder(seed: int = 0, hidden: int = 32) -> SegmentEncoder:
+def tiny_encoder(seed: int = 0, hidden: int = 32, dropout: float = 0.1) -> SegmentEncoder:
     torch.manual_seed(seed)
     config = BertConfig(
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
         vocab_size=len(VOCAB),
         hidden_size=hidden,
         num_hidden_layers=2,

@@ -73,7 +73,7 @@ class BaselineCorefModel(nn.Module):
         scores = scores.masked_fill(offsets < 1, float("-inf"))
         if self.config.coarse_to_fine:
             source = self.dropout(self.src_projection(span_emb))  # [k, D]
-            scores = scores + source @ self.dropout(span_emb).T
+            scores = scores + (source @ self.dropout(span_emb).T).float()  # fp32 for top-k under mixed precision
         if self.config.use_prior:
             prior = self.distance_prior_projection(self.dropout(self.antecedent_distance_prior.weight))  # [10, 1]
             scores = scores + prior.squeeze(1)[bucket_distance(offsets)]

@@ -32,6 +32,10 @@ __all__ = [
 ]
 
 
+PRECISIONS = ("32", "bf16-mixed", "16-mixed")
+STRATEGIES = ("auto", "ddp")
+
+
 def _check_span_selection(config: BaselineConfig | IncrementalConfig) -> None:
     """The checks of the two keys each model has its own value of."""
     _check_range("top_span_ratio", config.top_span_ratio, 0.0, 1.0, low_open=True)
@@ -189,6 +193,12 @@ class TrainingConfig(Config):
     time_budget_minutes: float | None = None  # stop once training steps took this long; None = off
     checkpoint_frequency: int = 100  # steps between resumable checkpoints
     device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, cuda:N or mps
+    # Accelerators and scale-out (Lightning Fabric's names): see coref_pipeline.training.engine.
+    precision: str | int = "32"  # 32 | bf16-mixed | 16-mixed (fp32 master weights; 16-mixed scales the loss)
+    devices: int = 1  # processes per node, one device each (GPUs, or CPU processes with device cpu)
+    num_nodes: int = 1  # machines; started by torchrun or SLURM (see the README)
+    strategy: str = "auto"  # auto (ddp when devices x num_nodes > 1) | ddp
+    gradient_checkpointing: bool = False  # recompute the encoder's activations in backward (HF's switch)
 
     def __post_init__(self) -> None:
         if self.num_epochs < 1 or self.eval_frequency < 1 or self.checkpoint_frequency < 1:
@@ -199,6 +209,26 @@ class TrainingConfig(Config):
                 raise ConfigError(f"{name} must be positive or null, got {getattr(self, name)}")
         if self.time_budget_minutes is not None and self.time_budget_minutes <= 0:
             raise ConfigError(f"time_budget_minutes must be positive or null, got {self.time_budget_minutes}")
+        object.__setattr__(self, "precision", str(self.precision))  # YAML's 32 is an int
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"precision must be one of {list(PRECISIONS)}, got {self.precision!r}")
+        if self.strategy not in STRATEGIES:
+            raise ConfigError(
+                f"strategy must be one of {list(STRATEGIES)}, got {self.strategy!r}"
+                + (
+                    " (fsdp is not supported: the models backpropagate outside the wrapped forward; "
+                    "use gradient_checkpointing and bf16-mixed, see the README's preset table)"
+                    if self.strategy == "fsdp"
+                    else ""
+                )
+            )
+        if self.devices < 1 or self.num_nodes < 1:
+            raise ConfigError(f"devices and num_nodes must be positive, got {self.devices} and {self.num_nodes}")
+
+    @property
+    def world_size(self) -> int:
+        """Training processes in all: ``devices x num_nodes``."""
+        return self.devices * self.num_nodes
 
 
 def resolve_preset(presets: Mapping[str, Mapping[str, Any]], name: str, what: str = "preset") -> dict[str, Any]:

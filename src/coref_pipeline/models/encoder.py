@@ -28,6 +28,22 @@ class SegmentEncoder(nn.Module):
 
         return cls(AutoModel.from_config(config))
 
+    def enable_gradient_checkpointing(self) -> None:
+        """Recompute each layer's activations in backward instead of keeping them (HF's own switch):
+        less memory for long segments and large encoders, about a third more compute."""
+        options = {"use_reentrant": False}
+        if hasattr(self.model, "activation_checkpointing_enable"):  # its name from transformers 5.2x
+            self.model.activation_checkpointing_enable(activation_checkpointing_kwargs=options)
+        else:
+            self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=options)
+
+    @property
+    def is_checkpointing(self) -> bool:
+        """Whether the encoder recomputes its activations in backward."""
+        if hasattr(self.model, "is_activation_checkpointing"):
+            return bool(self.model.is_activation_checkpointing)
+        return bool(self.model.is_gradient_checkpointing)
+
     @property
     def hidden_size(self) -> int:
         return int(self.model.config.hidden_size)

@@ -94,7 +94,7 @@ class SpanScorer(nn.Module):
         if self.config.use_prior:
             width_prior = self.width_scores(self.span_width_prior_embeddings.weight).squeeze(1)  # [W]
             scores = scores + width_prior[ends - starts]
-        return scores
+        return scores.float()  # pruning ranks these: fp32 under mixed precision too
 
     def span_embeddings(
         self, hidden: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, width_features: torch.Tensor
@@ -206,7 +206,7 @@ class PairScorer(nn.Module):
         pre = pre + similarity @ weights[2].T  # [k, c, ffnn]
         if features is not None:
             pre = pre + features @ weights[3].T
-        return self.slow_antecedent_scores.from_first_layer(pre).squeeze(2)  # [k, c]
+        return self.slow_antecedent_scores.from_first_layer(pre).squeeze(2).float()  # [k, c]; fp32 for the loss
 
 
 def upgrade_version_1_names(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 from coref_pipeline.corpus import SegmentedCorpus
 from coref_pipeline.devices import resolve_device
@@ -29,7 +30,7 @@ def baseline_recipe(trained: CorefModel, training: TrainingConfig) -> Recipe:
     model: BaselineCorefModel = trained.model
     return Recipe(
         losses=model.training_losses,
-        optimisers=lambda total_steps: model_optimisers(model, training, total_steps),
+        optimisers=partial(model_optimisers, model, training),  # given the total steps; picklable
         max_segments=model.config.max_training_sentences,
     )
 

@@ -2,7 +2,7 @@
 
 A run keeps its state in a work directory:
 
-    checkpoints/step-000123/   weights, optimiser and scheduler state, RNG, position
+    checkpoints/step-000123/   weights, optimiser and scheduler state, every rank's RNG, position
     checkpoints/LATEST         name of the newest complete checkpoint (atomic)
     best/                      the best-on-dev model directory so far
     dvclive/                   training curves (DVCLive)
@@ -88,16 +88,20 @@ def save_checkpoint(
     model: nn.Module,
     optimisers: Optimisers,
     state: TrainState,
-    crop_generator: torch.Generator,
+    rng_states: Mapping[str, torch.Tensor],
     keep: int = 1,
 ) -> Path:
-    """A complete resumable checkpoint, written atomically; older ones beyond ``keep`` are removed."""
+    """A complete resumable checkpoint, written atomically; older ones beyond ``keep`` are removed.
+
+    ``rng_states``: every process's generator states, one row per rank (``Engine.rng_states``).
+    Only rank 0 calls this.
+    """
     checkpoints = work_dir / "checkpoints"
     checkpoints.mkdir(parents=True, exist_ok=True)
     name = f"step-{state.global_step:07d}"
     final = checkpoints / name
     with atomic_directory(final) as temporary:
-        _write_checkpoint(temporary, model, optimisers, state, crop_generator)
+        _write_checkpoint(temporary, model, optimisers, state, rng_states)
     atomic_write_text(checkpoints / "LATEST", name)
     older = sorted(p for p in checkpoints.glob("step-*") if p.name != name)
     for path in older[: max(0, len(older) - (keep - 1))]:
@@ -106,7 +110,7 @@ def save_checkpoint(
 
 
 def _write_checkpoint(
-    folder: Path, model: nn.Module, optimisers: Optimisers, state: TrainState, crop_generator: torch.Generator
+    folder: Path, model: nn.Module, optimisers: Optimisers, state: TrainState, rng_states: Mapping[str, torch.Tensor]
 ) -> None:
     atomic_save_tensors(model.state_dict(), folder / "model.safetensors")
     optimiser_tensors: dict[str, torch.Tensor] = {}
@@ -115,11 +119,8 @@ def _write_checkpoint(
         tensors, meta = _optimiser_tensors(optimiser, prefix)
         optimiser_tensors.update(tensors)
         optimiser_meta[prefix] = meta
-    rng = {
-        "torch": torch.get_rng_state(),
-        "crop": crop_generator.get_state(),
-    }
-    atomic_save_tensors({**optimiser_tensors, **{f"rng.{k}": v for k, v in rng.items()}}, folder / "state.safetensors")
+    rng = {f"rng.{name}": rows.contiguous() for name, rows in rng_states.items()}
+    atomic_save_tensors({**optimiser_tensors, **rng}, folder / "state.safetensors")
     schedules = {
         name: schedule.state_dict()
         for name, schedule in (("encoder", optimisers.encoder_schedule), ("task", optimisers.task_schedule))
@@ -147,10 +148,8 @@ def latest_checkpoint(work_dir: Path) -> Path | None:
     return path if path.is_dir() else None
 
 
-def load_checkpoint(
-    path: Path, model: nn.Module, optimisers: Optimisers, crop_generator: torch.Generator
-) -> TrainState:
-    """Restore weights, optimisers, schedules and RNG states; return the saved position."""
+def load_checkpoint(path: Path, model: nn.Module, optimisers: Optimisers) -> tuple[TrainState, dict[str, torch.Tensor]]:
+    """Restore weights, optimisers, schedules and Python's RNG; the saved position and every rank's RNG states."""
     model.load_state_dict(load_file(path / "model.safetensors"))
     tensors = load_file(path / "state.safetensors")
     meta = json.loads((path / "state.json").read_text(encoding="utf-8"))
@@ -161,11 +160,10 @@ def load_checkpoint(
             schedule.load_state_dict({**schedule.state_dict(), **meta["schedules"][name]})
             for group, lr in zip(schedule.optimizer.param_groups, schedule.get_last_lr(), strict=True):
                 group["lr"] = lr
-    torch.set_rng_state(tensors["rng.torch"])
-    crop_generator.set_state(tensors["rng.crop"])
     version, internal, gauss = meta["python_rng"]
     random.setstate((version, tuple(internal), gauss))
-    return TrainState(**meta["train_state"])
+    rng_states = {name[len("rng.") :]: rows for name, rows in tensors.items() if name.startswith("rng.")}
+    return TrainState(**meta["train_state"]), rng_states
 
 
 def _module_file(package_dir: Path, name: str) -> Path | None:

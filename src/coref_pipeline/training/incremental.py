@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 import torch
@@ -64,7 +65,7 @@ def incremental_recipe(
     losses = EncoderCache(model).losses if cache_encoder_outputs and not finetune else model.training_losses
     return Recipe(
         losses=losses,
-        optimisers=lambda total_steps: model_optimisers(model, training, total_steps, finetune, "constant"),
+        optimisers=partial(model_optimisers, model, training, train_encoder=finetune, task_schedule="constant"),
         max_segments=None,
         start=start_fingerprint,
     )

@@ -10,11 +10,12 @@ on dev, keeps the best model and writes resumable checkpoints; what watches a ru
 
 from __future__ import annotations
 
+import copy
 import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,7 @@ from coref_pipeline.training.checkpoints import (
     run_fingerprint,
     save_checkpoint,
 )
+from coref_pipeline.training.engine import Engine, rank_seed, shard
 from coref_pipeline.training.optim import Optimisers
 
 logger = logging.getLogger(__name__)
@@ -59,14 +61,26 @@ def epoch_order(num_documents: int, seed: int, epoch: int) -> list[int]:
 
 
 def training_step(
-    losses: LossFunction, document: DocumentTensors, optimisers: Optimisers, gradient_clip: float
+    losses: LossFunction, document: DocumentTensors, optimisers: Optimisers, gradient_clip: float, engine: Engine
 ) -> float:
-    """Forward and backward over the document's losses, then clip, step and schedule; the summed loss."""
+    """Forward and backward over the document's losses, then clip, step and schedule; the summed loss.
+
+    Each loss is computed under the engine's autocast and backpropagated (outside it)
+    before the next is computed. With several ranks the gradients accumulate locally
+    and are averaged across ranks once, before the optimisers step.
+    """
     total = 0.0
-    for loss in losses(document):
-        loss.backward()
-        total += float(loss.detach())
-    optimisers.step(gradient_clip)
+    with engine.accumulate():
+        iterator = iter(losses(document))
+        while True:
+            with engine.autocast():
+                loss = next(iterator, None)
+            if loss is None:
+                break
+            engine.backward(loss)
+            total += float(loss.detach())
+    engine.synchronise_gradients()
+    optimisers.step(gradient_clip, engine)
     return total
 
 
@@ -129,18 +143,29 @@ def train_loop(
     work_dir: Path,
     max_segments: int | None,
     callbacks: Sequence[TrainingCallback] = (),
+    engine: Engine | None = None,
 ) -> TrainState:
-    """Train one document per step, resuming from the work directory's latest checkpoint.
+    """Train one document per step and rank, resuming from the work directory's latest checkpoint.
 
-    Each document is cropped to a random window of ``max_segments`` segments
-    (``None``: whole documents). ``evaluate`` scores on dev (percent, with
-    ``conll_f1``); ``save_best`` keeps the model when it is the best so far.
+    Each epoch's order is sharded across the engine's ranks (one document each per
+    step). Each document is cropped to a random window of ``max_segments``
+    segments (``None``: whole documents), from a generator of each rank's own.
+    ``evaluate`` scores on dev (percent, with ``conll_f1``) and ``save_best`` keeps
+    the model when it is the best so far: both on rank 0, as the checkpoints and
+    the callbacks; the other ranks wait and take its decisions.
     """
-    crop_generator = torch.Generator(device="cpu").manual_seed(config.seed)
+    engine = engine or Engine(replace(config, devices=1, num_nodes=1))
+    rank, world_size = engine.rank, engine.world_size
+    crop_generator = torch.Generator(device="cpu").manual_seed(rank_seed(config.seed, rank))
+    if rank:
+        torch.manual_seed(rank_seed(config.seed, rank))  # dropout and sampling differ by rank
+    main = engine.is_main
+    callbacks = callbacks if main else ()
     state = TrainState()
     checkpoint = latest_checkpoint(work_dir)
     if checkpoint is not None:
-        state = load_checkpoint(checkpoint, model, optimisers, crop_generator)
+        state, rng_states = load_checkpoint(checkpoint, model, optimisers)
+        engine.restore_rng_states(rng_states, [crop_generator])
         logger.info(
             "Resuming from %s: epoch %d, document %d, step %d",
             checkpoint,
@@ -152,33 +177,46 @@ def train_loop(
         logger.info("Training already finished at step %d (best dev CoNLL F1 %.2f)", state.global_step, state.best_f1)
         return state
 
-    def evaluate_and_keep_best() -> bool:
-        """Score on dev; save the best model; True when patience ran out."""
-        model.eval()
-        with torch.no_grad():
-            metrics = evaluate()
-        model.train()
-        for callback in callbacks:
-            callback.on_evaluation(state, metrics)
-        f1 = metrics["conll_f1"]
-        if f1 > state.best_f1:
-            state.best_f1, state.best_step = f1, state.global_step
-            state.evaluations_without_improvement = 0
-            save_best()
-            logger.info("Step %d: dev CoNLL F1 %.2f (best so far, saved)", state.global_step, f1)
-        else:
-            state.evaluations_without_improvement += 1
-            logger.info(
-                "Step %d: dev CoNLL F1 %.2f (best %.2f at step %d)",
-                state.global_step,
-                f1,
-                state.best_f1,
-                state.best_step,
-            )
-        return config.patience is not None and state.evaluations_without_improvement >= config.patience
+    def write_checkpoint() -> None:
+        rng_states = engine.rng_states([crop_generator])  # every rank's, gathered
+        if main:
+            save_checkpoint(work_dir, model, optimisers, state, rng_states)
+        engine.barrier()
 
-    total_steps = config.max_steps or config.num_epochs * len(documents)
-    progress = tqdm(total=total_steps, initial=state.global_step, desc="train", unit="doc")
+    def evaluate_and_keep_best() -> bool:
+        """Score on dev on rank 0; save the best model; True (on every rank) when patience ran out."""
+        stop = False
+        if main:
+            model.eval()
+            with torch.no_grad():
+                metrics = evaluate()
+            model.train()
+            for callback in callbacks:
+                callback.on_evaluation(state, metrics)
+            f1 = metrics["conll_f1"]
+            if f1 > state.best_f1:
+                state.best_f1, state.best_step = f1, state.global_step
+                state.evaluations_without_improvement = 0
+                save_best()
+                logger.info("Step %d: dev CoNLL F1 %.2f (best so far, saved)", state.global_step, f1)
+            else:
+                state.evaluations_without_improvement += 1
+                logger.info(
+                    "Step %d: dev CoNLL F1 %.2f (best %.2f at step %d)",
+                    state.global_step,
+                    f1,
+                    state.best_f1,
+                    state.best_step,
+                )
+            stop = config.patience is not None and state.evaluations_without_improvement >= config.patience
+        decision = engine.broadcast((stop, state.best_f1, state.best_step, state.evaluations_without_improvement))
+        stop, state.best_f1, state.best_step, state.evaluations_without_improvement = decision
+        return stop
+
+    steps_per_epoch = -(-len(documents) // world_size)
+    total_steps = config.max_steps or config.num_epochs * steps_per_epoch
+    unit = "doc" if world_size == 1 else "step"
+    progress = tqdm(total=total_steps, initial=state.global_step, desc="train", unit=unit, disable=not main)
     running_loss, running_count, started = 0.0, 0, time.perf_counter()
     for callback in callbacks:
         callback.on_train_start(state)
@@ -186,13 +224,13 @@ def train_loop(
     stop = False
     try:
         while state.epoch < config.num_epochs and not stop:
-            order = epoch_order(len(documents), config.seed, state.epoch)
+            order = shard(epoch_order(len(documents), config.seed, state.epoch), rank, world_size)
             while state.position < len(order):
                 step_started = time.perf_counter()
                 document = documents[order[state.position]]
                 if max_segments is not None:
                     document = random_crop(document, max_segments, crop_generator)
-                loss = training_step(losses, document, optimisers, config.gradient_clip)
+                loss = training_step(losses, document, optimisers, config.gradient_clip, engine)
                 state.train_seconds += time.perf_counter() - step_started
                 state.position += 1
                 state.global_step += 1
@@ -202,19 +240,25 @@ def train_loop(
                 if state.global_step % config.report_frequency == 0:
                     seconds = time.perf_counter() - started
                     progress.set_postfix(
-                        loss=f"{running_loss / running_count:.2f}", docs_s=f"{running_count / seconds:.2f}"
+                        loss=f"{running_loss / running_count:.2f}",
+                        docs_s=f"{running_count * world_size / seconds:.2f}",
                     )
                     running_loss, running_count, started = 0.0, 0, time.perf_counter()
                 reached_max = config.max_steps is not None and state.global_step >= config.max_steps
-                if config.time_budget_minutes is not None and state.train_seconds >= 60 * config.time_budget_minutes:
-                    logger.info(
-                        "Time budget of %.1f minutes reached at step %d", config.time_budget_minutes, state.global_step
-                    )
-                    reached_max = True
+                if config.time_budget_minutes is not None:
+                    # rank 0's clock decides for every rank
+                    budget_spent = engine.broadcast(state.train_seconds >= 60 * config.time_budget_minutes)
+                    if budget_spent:
+                        logger.info(
+                            "Time budget of %.1f minutes reached at step %d",
+                            config.time_budget_minutes,
+                            state.global_step,
+                        )
+                        reached_max = True
                 if state.global_step % config.eval_frequency == 0 or reached_max:
                     stop = evaluate_and_keep_best()
                 if state.global_step % config.checkpoint_frequency == 0:
-                    save_checkpoint(work_dir, model, optimisers, state, crop_generator)
+                    write_checkpoint()
                 for callback in callbacks:
                     callback.on_step_end(state, loss, optimisers.learning_rates())
                 if stop or reached_max:
@@ -226,7 +270,7 @@ def train_loop(
         if state.best_step != state.global_step and not stop:
             evaluate_and_keep_best()
         state.finished = True
-        save_checkpoint(work_dir, model, optimisers, state, crop_generator)
+        write_checkpoint()
     finally:
         progress.close()
         for callback in callbacks:
@@ -270,19 +314,49 @@ def fit(
 ) -> CorefModel:
     """A whole run: train with resume from ``run.work_dir``, select on dev, return the best-on-dev model.
 
-    The model trains on ``training.device`` (moved there before its optimisers are built).
+    The run takes the engine's devices, processes and precision (``training.device``,
+    ``devices``, ``num_nodes``, ``strategy``, ``precision``). With several devices on
+    this machine the engine spawns one worker per device and this process waits;
+    started by torchrun or SLURM, this process is one of the ranks. Rank 0 writes.
     """
-    trained.to(training.device)
+    engine = Engine(training)
     fingerprint = run_fingerprint(
         {"model_type": trained.model_type, **trained.config.to_dict(), "start": recipe.start},
         {**training.to_dict(), "remove_singletons": run.remove_singletons},
         train_documents,
         dev_documents,
     )
-    prepare_work_dir(run.work_dir, fingerprint, run.restart)
+    job = _RankJob(trained, recipe, train_documents, dev_documents, training, run, fingerprint)
+    summary = engine.launch(_train_on_rank, job)
+    logger.info(
+        "Best dev CoNLL F1 %.2f at step %d of %d", summary["best_f1"], summary["best_step"], summary["global_step"]
+    )
+    return CorefModel.load(run.work_dir / "best", device=engine.device)
+
+
+class _RankJob:
+    """What every rank of ``fit`` trains: one opaque object, handed to spawned workers whole."""
+
+    def __init__(self, *parts: Any) -> None:
+        self.parts = parts
+
+
+def _train_on_rank(engine: Engine, job: _RankJob) -> dict[str, Any]:
+    """One rank's part of ``fit``: set up, train, and the final state (rank 0's is returned by the launch)."""
+    if engine.spawns:
+        # A spawned worker's tensors arrive in memory shared with the other workers: take a copy of its own.
+        job = copy.deepcopy(job)
+    trained, recipe, train_documents, dev_documents, training, run, fingerprint = job.parts
+    if engine.is_main:
+        prepare_work_dir(run.work_dir, fingerprint, run.restart)
+    engine.barrier()
+    if training.gradient_checkpointing:
+        trained.model.encoder.enable_gradient_checkpointing()
+    trained.to(engine.device)
+    engine.setup(trained.model)
     train_tensors = [trained.tensorize(document) for document in train_documents]
     dev_subset = dev_documents[: training.eval_max_documents] if training.eval_max_documents else dev_documents
-    total_steps = training.max_steps or training.num_epochs * len(train_tensors)
+    total_steps = training.max_steps or training.num_epochs * -(-len(train_tensors) // engine.world_size)
     best_dir = run.work_dir / "best"
 
     def evaluate() -> dict[str, float]:
@@ -303,9 +377,10 @@ def fit(
         run.work_dir,
         recipe.max_segments,
         callbacks,
+        engine,
     )
-    logger.info("Best dev CoNLL F1 %.2f at step %d of %d", state.best_f1, state.best_step, state.global_step)
-    return CorefModel.load(best_dir, device=trained.device)
+    engine.barrier()
+    return asdict(state)
 
 
 def fit_on_corpus(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -24,17 +25,26 @@ class Optimisers:
     encoder_parameters: list[nn.Parameter]
     task_parameters: list[nn.Parameter]
 
-    def step(self, gradient_clip: float) -> None:
-        """Clip each group's gradients (global norm), step, schedule, zero."""
+    def step(self, gradient_clip: float, precision: Any = None) -> None:
+        """Clip each group's gradients (global norm), step, schedule, zero.
+
+        ``precision`` (a training ``Engine``) unscales fp16 gradients before clipping and
+        steps through the loss scaler; without it the optimisers step directly.
+        """
         for parameters, optimiser, schedule in (
             (self.encoder_parameters, self.encoder, self.encoder_schedule),
             (self.task_parameters, self.task, self.task_schedule),
         ):
             if optimiser is None:
                 continue
+            if precision is not None:
+                precision.unscale(optimiser)
             if gradient_clip:
                 torch.nn.utils.clip_grad_norm_(parameters, gradient_clip)
-            optimiser.step()
+            if precision is not None:
+                precision.optimiser_step(optimiser)
+            else:
+                optimiser.step()
             schedule.step()
             optimiser.zero_grad(set_to_none=True)
 

@@ -1,0 +1,30 @@
+"""The segment encoder: gradient checkpointing recomputes activations and changes no gradient."""
+
+from __future__ import annotations
+
+import torch
+
+from .tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
+
+
+def encoder_gradients(checkpointing: bool) -> dict[str, torch.Tensor]:
+    encoder = tiny_encoder(seed=3, dropout=0.0)
+    if checkpointing:
+        encoder.enable_gradient_checkpointing()
+    encoder.train()
+    document = tiny_tensors(make_document(num_segments=3), tiny_config())
+    hidden = encoder(document.input_ids, document.attention_mask)  # [n, H]
+    (hidden**2).sum().backward()
+    return {
+        name: parameter.grad.clone() for name, parameter in encoder.named_parameters() if parameter.grad is not None
+    }
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    plain, checkpointed = encoder_gradients(False), encoder_gradients(True)
+    assert plain.keys() == checkpointed.keys() and len(plain) > 10
+    for name in plain:
+        torch.testing.assert_close(checkpointed[name], plain[name], rtol=1e-5, atol=1e-6, msg=name)
+    encoder = tiny_encoder(seed=3)
+    encoder.enable_gradient_checkpointing()
+    assert encoder.is_checkpointing and not tiny_encoder(seed=3).is_checkpointing

@@ -1,0 +1,39 @@
+"""Kedro hooks: under torchrun or SLURM only rank 0 saves a pipeline's outputs."""
+
+from __future__ import annotations
+
+import pytest
+from kedro.io import DataCatalog, MemoryDataset
+from kedro.pipeline import Pipeline, node
+from kedro_datasets.json import JSONDataset
+
+from coref_pipeline.hooks import RankZeroWritesHook, launched_rank
+
+
+def catalog_and_pipeline(tmp_path):
+    catalog = DataCatalog({"metrics": JSONDataset(filepath=str(tmp_path / "metrics.json"))})
+    pipeline = Pipeline([node(lambda: {"f1": 1.0}, inputs=None, outputs="metrics")])
+    return catalog, pipeline
+
+
+@pytest.mark.parametrize(
+    ("environment", "rank"),
+    [({}, 0), ({"RANK": "1"}, 1), ({"SLURM_PROCID": "3"}, 3), ({"RANK": "0", "SLURM_PROCID": "5"}, 0)],
+)
+def test_the_rank_comes_from_torchrun_or_slurm(monkeypatch, environment, rank):
+    for variable in ("RANK", "SLURM_PROCID"):
+        monkeypatch.delenv(variable, raising=False)
+    for variable, value in environment.items():
+        monkeypatch.setenv(variable, value)
+    assert launched_rank() == rank
+
+
+def test_only_rank_0_saves_the_outputs(monkeypatch, tmp_path):
+    monkeypatch.delenv("SLURM_PROCID", raising=False)
+    for rank, writes in (("1", False), ("0", True)):
+        monkeypatch.setenv("RANK", rank)
+        catalog, pipeline = catalog_and_pipeline(tmp_path)
+        RankZeroWritesHook().before_pipeline_run({}, pipeline, catalog)
+        catalog.save("metrics", {"f1": 1.0})
+        assert isinstance(catalog.get("metrics"), MemoryDataset) is not writes
+        assert (tmp_path / "metrics.json").exists() is writes

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from coref_pipeline.models.baseline import BaselineCorefModel, antecedent_loss, predicted_clusters
+from coref_pipeline.models.baseline import BaselineCorefModel, antecedent_loss, mention_loss, predicted_clusters
 from coref_pipeline.models.config import BaselineConfig, ConfigError
 from coref_pipeline.models.document import crop, random_crop
 from coref_pipeline.models.layers import Dropout
@@ -175,3 +175,52 @@ def test_config_rejects_unknown_keys_and_bad_values():
 
 def test_bucket_distance_of_rank_offsets():
     assert bucket_distance(torch.tensor([[1, 6], [9, 70]])).tolist() == [[1, 5], [6, 9]]
+
+
+def test_mention_loss_coef_0_gives_exactly_the_original_loss_and_a_coefficient_adds_the_mention_loss():
+    document = tiny_tensors(make_document(num_segments=3), tiny_config())
+    losses = {}
+    for coef in (0.0, 0.5):
+        torch.manual_seed(0)
+        model = BaselineCorefModel(tiny_config(mention_loss_coef=coef), tiny_encoder(seed=4))
+        model.eval()
+        output = model(document)
+        span_ids = model.span_cluster_ids(
+            output.top_span_starts,
+            output.top_span_ends,
+            document.gold_starts,
+            document.gold_ends,
+            document.gold_cluster_ids,
+        )
+        original = antecedent_loss(
+            output.top_antecedent_scores, output.top_antecedents, output.top_antecedent_mask, span_ids
+        )
+        losses[coef] = (output.loss, original, mention_loss(output, document))
+    loss, original, _ = losses[0.0]
+    assert torch.equal(loss, original)
+    loss, original, mentions = losses[0.5]
+    assert torch.equal(losses[0.0][1], original)  # same weights, same antecedent loss
+    assert mentions > 0 and torch.allclose(loss, original + 0.5 * mentions)
+    with pytest.raises(ConfigError, match="mention_loss_coef must be 0 or more"):
+        tiny_config(mention_loss_coef=-1.0)
+
+
+def test_the_mention_loss_labels_every_gold_mention_singletons_included():
+    document = make_document(num_segments=2)
+    in_clusters = {position for cluster in document["clusters"] for span in cluster for position in span}
+    flat = [token for segment in document["sentences"] for token in segment]
+    position = next(i for i, token in enumerate(flat) if token.startswith("w") and i not in in_clusters)
+    singleton = [position, position]  # a one-word entity mentioned once
+    document["clusters"] = [*document["clusters"], [singleton]]
+    tensors = tiny_tensors(document, tiny_config())
+    model = BaselineCorefModel(tiny_config(mention_loss_coef=1.0), tiny_encoder(seed=4))
+    model.eval()
+    output = model(tensors)
+    scores = output.candidate_mention_scores.detach().clone().requires_grad_(True)
+    output.candidate_mention_scores = scores
+    mention_loss(output, tensors).backward()
+    gold = {tuple(span) for cluster in document["clusters"] for span in cluster}
+    candidates = list(zip(output.candidate_starts.tolist(), output.candidate_ends.tolist(), strict=True))
+    pushed_up = {span for span, gradient in zip(candidates, scores.grad.tolist(), strict=True) if gradient < 0}
+    assert tuple(singleton) in pushed_up
+    assert pushed_up == gold & set(candidates)  # gold candidates pushed up, every other one down

@@ -168,3 +168,28 @@ def test_a_change_to_the_model_or_training_code_starts_afresh(tmp_path, caplog, 
     with caplog.at_level("INFO"):
         train(fresh_model(), config, tmp_path / "run")
     assert "Training already finished" in caplog.text and "starting a fresh run" not in caplog.text
+
+
+def test_init_from_loads_every_weight_and_refuses_another_architecture(tmp_path):
+    from dataclasses import replace
+
+    from coref_pipeline.models.config import ConfigError
+    from coref_pipeline.training import baseline_from
+
+    from ..models.tiny import save_tiny_models
+
+    baseline_dir, incremental_dir = save_tiny_models(tmp_path)
+    saved = CorefModel.load(baseline_dir)
+    started = baseline_from(baseline_dir, replace(saved.config, dropout_rate=0.1, mention_loss_coef=0.5))
+    assert started.config.mention_loss_coef == 0.5  # the run's own training keys
+    state, expected = started.model.state_dict(), saved.model.state_dict()
+    assert state.keys() == expected.keys()
+    assert all(torch.equal(state[name], expected[name]) for name in expected)
+    with pytest.raises(
+        ConfigError, match=r"encoder: 'embedded:minilm' there, 'bert-base-cased' here|encoder: .* there"
+    ):
+        baseline_from(baseline_dir, replace(saved.config, encoder="bert-base-cased"))
+    with pytest.raises(ConfigError, match=r"ffnn_size: \d+ there, 7 here"):
+        baseline_from(baseline_dir, replace(saved.config, ffnn_size=7))
+    with pytest.raises(ConfigError, match="holds a 'incremental' model; it must be a baseline"):
+        baseline_from(incremental_dir, saved.config)

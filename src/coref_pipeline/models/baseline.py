@@ -195,9 +195,22 @@ class BaselineCorefModel(nn.Module):
             document.gold_ends,
             document.gold_cluster_ids,
         )  # [k]
-        return antecedent_loss(
+        loss = antecedent_loss(
             output.top_antecedent_scores, output.top_antecedents, output.top_antecedent_mask, span_ids
         )
+        if self.config.mention_loss_coef:
+            loss = loss + self.config.mention_loss_coef * mention_loss(output, document)
+        return loss
+
+
+def mention_loss(output: CorefOutput, document: DocumentTensors) -> torch.Tensor:
+    """Summed binary cross-entropy of every candidate's mention score against being a gold mention (fp32)."""
+    starts, ends = output.candidate_starts, output.candidate_ends
+    is_gold = BaselineCorefModel.span_cluster_ids(
+        starts, ends, document.gold_starts, document.gold_ends, torch.ones_like(document.gold_starts)
+    )  # [num_candidates], 1 for a gold mention
+    scores = output.candidate_mention_scores.float()
+    return torch.nn.functional.binary_cross_entropy_with_logits(scores, is_gold.float(), reduction="sum")
 
 
 def antecedent_loss(

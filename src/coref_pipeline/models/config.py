@@ -104,10 +104,16 @@ class BaselineConfig(SpanModelConfig):
     dropout_rate: float = 0.3
     # Inference: a document with more subtokens than this is refused (use the incremental model).
     max_inference_subtokens: int = 30000
+    # Weight of an auxiliary mention loss: binary cross-entropy of every candidate's mention score
+    # against "is a gold mention" (singletons included), as coref-hoi's mention_loss_coef but over
+    # all candidates, so that a pruned gold mention is pushed up too. 0: the original loss only.
+    mention_loss_coef: float = 0.0
 
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_span_selection(self)
+        if self.mention_loss_coef < 0:
+            raise ConfigError(f"mention_loss_coef must be 0 or more, got {self.mention_loss_coef}")
         if self.coref_depth < 1:
             raise ConfigError(f"coref_depth must be at least 1, got {self.coref_depth}")
 
@@ -190,7 +196,8 @@ class TrainingConfig(Config):
     patience: int | None = None  # evaluations without improvement before stopping; None = never
     eval_max_documents: int | None = None  # evaluate on the first N dev documents only; None = all
     max_steps: int | None = None  # stop after this many steps (one document each); None = all epochs
-    time_budget_minutes: float | None = None  # stop once training steps took this long; None = off
+    # minutes of training and dev evaluation; the schedule is fitted to end with it; None = off
+    time_budget_minutes: float | None = None
     checkpoint_frequency: int = 100  # steps between resumable checkpoints
     device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, cuda:N or mps
     # Accelerators and scale-out (Lightning Fabric's names): see coref_pipeline.training.engine.
@@ -284,6 +291,7 @@ class CorefTrainParameters(Config):
     overrides: dict[str, Any] = field(default_factory=dict)  # any model or training key, for one run
     work_dir: str = "data/06_models/baseline_training"  # checkpoints, best model, curves; resumed from
     restart: bool = False  # discard the run kept in work_dir
+    init_from: str | None = None  # a trained baseline's model directory to fine-tune instead of a fresh one
 
     def settings(self) -> tuple[BaselineConfig, TrainingConfig]:
         return baseline_settings(self.presets, self.preset, self.overrides)

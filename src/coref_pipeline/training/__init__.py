@@ -1,12 +1,12 @@
 """Training: one loop and one training step (``loop``), optimisers (``optim``), checkpoints and run identity
-(``checkpoints``), and a recipe per model (``baseline``, ``incremental``).
+(``checkpoints``), devices, processes and precision (``engine``), and a recipe per model (``baseline``, ``incremental``).
 
 The entry points a user, the CLI, a benchmark and the Kedro nodes call::
 
     from coref_pipeline.training import train_baseline, train_incremental
 """
 
-from coref_pipeline.training.baseline import baseline_recipe, build_baseline, train_baseline
+from coref_pipeline.training.baseline import baseline_from, baseline_recipe, build_baseline, train_baseline
 from coref_pipeline.training.incremental import (
     build_incremental,
     incremental_recipe,
@@ -19,6 +19,7 @@ __all__ = [
     "Recipe",
     "Run",
     "TrainingCallback",
+    "baseline_from",
     "baseline_recipe",
     "build_baseline",
     "build_incremental",

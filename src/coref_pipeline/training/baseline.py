@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import logging
 from functools import partial
+from pathlib import Path
 
 from coref_pipeline.corpus import SegmentedCorpus
 from coref_pipeline.devices import resolve_device
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.baseline import BaselineCorefModel
-from coref_pipeline.models.config import BaselineConfig, TrainingConfig
+from coref_pipeline.models.config import SHARED_ARCHITECTURE_KEYS, BaselineConfig, ConfigError, TrainingConfig
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.pretrained import load_tokenizer, resolve_pretrained
+from coref_pipeline.training.checkpoints import tensors_fingerprint
 from coref_pipeline.training.loop import Recipe, Run, fit_on_corpus, seed_everything
 from coref_pipeline.training.optim import model_optimisers
 
@@ -24,24 +26,57 @@ def build_baseline(config: BaselineConfig) -> CorefModel:
     return CorefModel("baseline", BaselineCorefModel(config, encoder), load_tokenizer(config.tokenizer_name))
 
 
-def baseline_recipe(trained: CorefModel, training: TrainingConfig) -> Recipe:
+def baseline_from(directory: str | Path, config: BaselineConfig) -> CorefModel:
+    """A trained baseline to fine-tune further (``init_from``): every weight and the tokenizer of the
+    model in ``directory``, under ``config``, whose architecture keys must be the model's."""
+    start = CorefModel.load(directory, device="cpu")
+    if start.model_type != "baseline":
+        raise ConfigError(f"init_from {str(directory)!r} holds a {start.model_type!r} model; it must be a baseline")
+    saved, wanted = start.config.to_dict(), config.to_dict()
+    different = [key for key in SHARED_ARCHITECTURE_KEYS if saved.get(key) != wanted.get(key)]
+    if different:
+        pairs = ", ".join(f"{key}: {saved.get(key)!r} there, {wanted.get(key)!r} here" for key in different)
+        raise ConfigError(
+            f"init_from {str(directory)!r} was trained with other architecture keys ({pairs}); "
+            "choose the preset it was trained with (see its coref_config.json)"
+        )
+    model = BaselineCorefModel(config, start.model.encoder)
+    model.load_state_dict(start.model.state_dict())  # strict: every weight, nothing left out
+    logger.info("Starting from the trained baseline in %s", directory)
+    return CorefModel("baseline", model, start.tokenizer)
+
+
+def baseline_recipe(trained: CorefModel, training: TrainingConfig, start: str = "") -> Recipe:
     """AdamW with warm-up and linear decay for the encoder, Adam with linear decay for the task;
-    each training document cropped to ``max_training_sentences`` segments (the original's)."""
+    each training document cropped to ``max_training_sentences`` segments (the original's).
+    ``start`` identifies trained weights the run starts from (``init_from``)."""
     model: BaselineCorefModel = trained.model
     return Recipe(
         losses=model.training_losses,
         optimisers=partial(model_optimisers, model, training),  # given the total steps; picklable
         max_segments=model.config.max_training_sentences,
+        start=start,
     )
 
 
-def train_baseline(corpus: SegmentedCorpus, config: BaselineConfig, training: TrainingConfig, run: Run) -> CorefModel:
-    """Build the baseline, check the corpus was segmented for it, train on train and select on dev.
+def train_baseline(
+    corpus: SegmentedCorpus,
+    config: BaselineConfig,
+    training: TrainingConfig,
+    run: Run,
+    init_from: str | Path | None = None,
+) -> CorefModel:
+    """Build the baseline (or take the trained one in ``init_from``), check the corpus was segmented
+    for it, train on train and select on dev.
 
     What ``kedro run --pipelines=coref_train`` runs. A killed run resumes from
     ``run.work_dir``. Returns the best-on-dev model.
     """
     resolve_device(training.device)  # an absent device is named before the encoder is loaded
     seed_everything(training.seed)
-    trained = build_baseline(config)
-    return fit_on_corpus(trained, baseline_recipe(trained, training), corpus, training, run)
+    if init_from is None:
+        trained, start = build_baseline(config), ""
+    else:
+        trained = baseline_from(init_from, config)
+        start = tensors_fingerprint(trained.model.state_dict())
+    return fit_on_corpus(trained, baseline_recipe(trained, training, start), corpus, training, run)

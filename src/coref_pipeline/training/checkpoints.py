@@ -54,6 +54,9 @@ class TrainState:
     best_step: int = -1
     evaluations_without_improvement: int = 0
     train_seconds: float = 0.0  # time spent in training steps (evaluation excluded), over resumes
+    eval_seconds: float = 0.0  # time spent in dev evaluations, over resumes
+    evaluations: int = 0
+    planned_steps: int = 0  # the step the schedules end at (fitted to a time budget as the run goes)
     finished: bool = False
 
 

@@ -90,9 +90,7 @@ class Engine:
         strategy: Any = "auto"
         if training.world_size > 1:
             start_method = "spawn" if self.spawns else "popen"
-            strategy = DDPStrategy(
-                start_method=start_method, timeout=COLLECTIVE_TIMEOUT, find_unused_parameters=True
-            )
+            strategy = DDPStrategy(start_method=start_method, timeout=COLLECTIVE_TIMEOUT, find_unused_parameters=True)
         self.fabric = Fabric(
             accelerator=device.type,
             devices=devices,

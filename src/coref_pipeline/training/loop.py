@@ -37,7 +37,7 @@ from coref_pipeline.training.checkpoints import (
     save_checkpoint,
 )
 from coref_pipeline.training.engine import Engine, rank_seed, shard
-from coref_pipeline.training.optim import Optimisers
+from coref_pipeline.training.optim import Optimisers, StepPlan
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,42 @@ def epoch_order(num_documents: int, seed: int, epoch: int) -> list[int]:
     """The order of the training documents in an epoch: a permutation fixed by (seed, epoch)."""
     generator = torch.Generator(device="cpu").manual_seed(seed * 1000 + epoch)
     return torch.randperm(num_documents, generator=generator, device="cpu").tolist()
+
+
+def budget_plan(state: TrainState, config: TrainingConfig, most_steps: int) -> int:
+    """The step a time-budgeted run ends at: the furthest step whose cost still fits in the budget.
+
+    Called after each step, before that step's evaluation. The budget
+    (``time_budget_minutes``) is training and dev evaluation together. The steps left cost
+    the mean measured step time each, and the evaluations left (every ``eval_frequency``-th
+    step from this one on, and one at the last step) the mean measured evaluation time
+    each. Never beyond ``most_steps`` (the epochs, or ``max_steps``), never before the
+    current step.
+    """
+    step = state.global_step
+    if step == 0:
+        return most_steps
+    per_step = state.train_seconds / step
+    per_evaluation = state.eval_seconds / state.evaluations if state.evaluations else 0.0
+    left = 60 * config.time_budget_minutes - state.train_seconds - state.eval_seconds
+    every = config.eval_frequency
+
+    def cost(more: int) -> float:
+        end = step + more
+        evaluations = end // every - (step - 1) // every + (1 if end % every else 0)
+        evaluations += 1 if state.evaluations == 0 and step % every else 0  # the one that times it
+        return more * per_step + evaluations * per_evaluation
+
+    low, high = 0, most_steps - step  # the largest `more` with cost(more) <= left (cost grows with it)
+    if high <= 0:
+        return max(step, most_steps)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if cost(middle) <= left:
+            low = middle
+        else:
+            high = middle - 1
+    return step + low
 
 
 def training_step(
@@ -144,8 +180,16 @@ def train_loop(
     max_segments: int | None,
     callbacks: Sequence[TrainingCallback] = (),
     engine: Engine | None = None,
+    plan: StepPlan | None = None,
+    clock: Callable[[], float] = time.perf_counter,
 ) -> TrainState:
     """Train one document per step and rank, resuming from the work directory's latest checkpoint.
+
+    ``plan`` holds the step the run and its schedules end at (the optimisers' schedules
+    read it): ``max_steps`` or the epochs, or, with ``time_budget_minutes``, re-fitted after
+    every step to what the budget still pays for (``budget_plan``), so that the decay ends
+    and the last evaluation happens when the budget does. ``clock`` times steps and
+    evaluations (seconds).
 
     Each epoch's order is sharded across the engine's ranks (one document each per
     step). Each document is cropped to a random window of ``max_segments``
@@ -176,6 +220,12 @@ def train_loop(
     if state.finished:
         logger.info("Training already finished at step %d (best dev CoNLL F1 %.2f)", state.global_step, state.best_f1)
         return state
+    steps_per_epoch = -(-len(documents) // world_size)
+    most_steps = config.max_steps or config.num_epochs * steps_per_epoch
+    plan = plan or StepPlan(most_steps, config.warmup_ratio)
+    if state.planned_steps:
+        plan.total_steps = state.planned_steps  # a resumed run keeps its plan
+    state.planned_steps = plan.total_steps
 
     def write_checkpoint() -> None:
         rng_states = engine.rng_states([crop_generator])  # every rank's, gathered
@@ -187,10 +237,13 @@ def train_loop(
         """Score on dev on rank 0; save the best model; True (on every rank) when patience ran out."""
         stop = False
         if main:
+            started = clock()
             model.eval()
             with torch.no_grad():
                 metrics = evaluate()
             model.train()
+            state.eval_seconds += clock() - started
+            state.evaluations += 1
             for callback in callbacks:
                 callback.on_evaluation(state, metrics)
             f1 = metrics["conll_f1"]
@@ -209,15 +262,16 @@ def train_loop(
                     state.best_step,
                 )
             stop = config.patience is not None and state.evaluations_without_improvement >= config.patience
-        decision = engine.broadcast((stop, state.best_f1, state.best_step, state.evaluations_without_improvement))
-        stop, state.best_f1, state.best_step, state.evaluations_without_improvement = decision
+        decision = (stop, state.best_f1, state.best_step, state.evaluations_without_improvement)
+        decision += (state.eval_seconds, state.evaluations)
+        decision = engine.broadcast(decision)
+        stop, state.best_f1, state.best_step, state.evaluations_without_improvement = decision[:4]
+        state.eval_seconds, state.evaluations = decision[4:]
         return stop
 
-    steps_per_epoch = -(-len(documents) // world_size)
-    total_steps = config.max_steps or config.num_epochs * steps_per_epoch
     unit = "doc" if world_size == 1 else "step"
-    progress = tqdm(total=total_steps, initial=state.global_step, desc="train", unit=unit, disable=not main)
-    running_loss, running_count, started = 0.0, 0, time.perf_counter()
+    progress = tqdm(total=plan.total_steps, initial=state.global_step, desc="train", unit=unit, disable=not main)
+    running_loss, running_count, started = 0.0, 0, clock()
     for callback in callbacks:
         callback.on_train_start(state)
     model.train()
@@ -226,36 +280,43 @@ def train_loop(
         while state.epoch < config.num_epochs and not stop:
             order = shard(epoch_order(len(documents), config.seed, state.epoch), rank, world_size)
             while state.position < len(order):
-                step_started = time.perf_counter()
+                step_started = clock()
                 document = documents[order[state.position]]
                 if max_segments is not None:
                     document = random_crop(document, max_segments, crop_generator)
                 loss = training_step(losses, document, optimisers, config.gradient_clip, engine)
-                state.train_seconds += time.perf_counter() - step_started
+                state.train_seconds += clock() - step_started
                 state.position += 1
                 state.global_step += 1
                 running_loss += loss
                 running_count += 1
                 progress.update(1)
                 if state.global_step % config.report_frequency == 0:
-                    seconds = time.perf_counter() - started
+                    seconds = max(clock() - started, 1e-9)
                     progress.set_postfix(
                         loss=f"{running_loss / running_count:.2f}",
                         docs_s=f"{running_count * world_size / seconds:.2f}",
                     )
-                    running_loss, running_count, started = 0.0, 0, time.perf_counter()
-                reached_max = config.max_steps is not None and state.global_step >= config.max_steps
+                    running_loss, running_count, started = 0.0, 0, clock()
                 if config.time_budget_minutes is not None:
-                    # rank 0's clock decides for every rank
-                    budget_spent = engine.broadcast(state.train_seconds >= 60 * config.time_budget_minutes)
-                    if budget_spent:
-                        logger.info(
-                            "Time budget of %.1f minutes reached at step %d",
-                            config.time_budget_minutes,
-                            state.global_step,
-                        )
-                        reached_max = True
-                if state.global_step % config.eval_frequency == 0 or reached_max:
+                    # rank 0's clock plans for every rank
+                    planned = engine.broadcast(budget_plan(state, config, most_steps))
+                    if planned != plan.total_steps:
+                        plan.total_steps = state.planned_steps = planned
+                        optimisers.follow_plan()
+                    if progress.total != plan.total_steps:
+                        progress.total = plan.total_steps
+                        progress.refresh()
+                reached_max = state.global_step >= plan.total_steps
+                if reached_max and config.time_budget_minutes is not None and plan.total_steps < most_steps:
+                    logger.info(
+                        "Time budget of %.1f minutes: the schedule ends at step %d",
+                        config.time_budget_minutes,
+                        state.global_step,
+                    )
+                # A budgeted run evaluates after its first step too: the plan needs an evaluation's cost.
+                untimed = config.time_budget_minutes is not None and state.evaluations == 0
+                if state.global_step % config.eval_frequency == 0 or reached_max or untimed:
                     stop = evaluate_and_keep_best()
                 if state.global_step % config.checkpoint_frequency == 0:
                     write_checkpoint()
@@ -283,7 +344,7 @@ class Recipe:
     """How one model trains: its losses for a document, its optimisers, its crop, and what it starts from."""
 
     losses: LossFunction  # the model's losses for one document, backpropagated in turn
-    optimisers: Callable[[int], Optimisers]  # given the total number of steps
+    optimisers: Callable[[int | StepPlan], Optimisers]  # given the total steps, or the plan of a budgeted run
     max_segments: int | None  # crop each training document to this many segments; None: whole documents
     start: str = ""  # what else makes a run the same run (e.g. a hash of the weights it starts from)
 
@@ -297,6 +358,7 @@ class Run:
     restart: bool = False  # discard a run kept in ``work_dir``
     callbacks: Sequence[TrainingCallback] = ()
     log_params: dict[str, Any] | None = None  # with these, DVCLive curves under ``work_dir/dvclive``
+    clock: Callable[[], float] = time.perf_counter  # seconds, for the time budget (tests simulate one)
 
     def __post_init__(self) -> None:
         self.work_dir = Path(self.work_dir)
@@ -356,7 +418,8 @@ def _train_on_rank(engine: Engine, job: _RankJob) -> dict[str, Any]:
     engine.setup(trained.model)
     train_tensors = [trained.tensorize(document) for document in train_documents]
     dev_subset = dev_documents[: training.eval_max_documents] if training.eval_max_documents else dev_documents
-    total_steps = training.max_steps or training.num_epochs * -(-len(train_tensors) // engine.world_size)
+    most_steps = training.max_steps or training.num_epochs * -(-len(train_tensors) // engine.world_size)
+    plan = StepPlan(most_steps, training.warmup_ratio)
     best_dir = run.work_dir / "best"
 
     def evaluate() -> dict[str, float]:
@@ -370,7 +433,7 @@ def _train_on_rank(engine: Engine, job: _RankJob) -> dict[str, Any]:
         trained.model,
         train_tensors,
         recipe.losses,
-        recipe.optimisers(total_steps),
+        recipe.optimisers(plan),
         evaluate,
         lambda: trained.save(best_dir),
         training,
@@ -378,6 +441,8 @@ def _train_on_rank(engine: Engine, job: _RankJob) -> dict[str, Any]:
         recipe.max_segments,
         callbacks,
         engine,
+        plan,
+        run.clock,
     )
     engine.barrier()
     return asdict(state)

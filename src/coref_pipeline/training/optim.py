@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -48,6 +49,16 @@ class Optimisers:
             schedule.step()
             optimiser.zero_grad(set_to_none=True)
 
+    def follow_plan(self) -> None:
+        """Set the current rates from the schedules again (after their ``StepPlan`` changed)."""
+        for schedule in (self.encoder_schedule, self.task_schedule):
+            if schedule is None:
+                continue
+            for group, base, factor in zip(
+                schedule.optimizer.param_groups, schedule.base_lrs, schedule.lr_lambdas, strict=True
+            ):
+                group["lr"] = base * factor(schedule.last_epoch)
+
     def learning_rates(self) -> dict[str, float]:
         rates = {"task_learning_rate": self.task.param_groups[0]["lr"]}
         if self.encoder is not None:
@@ -56,6 +67,24 @@ class Optimisers:
 
     def named(self) -> dict[str, torch.optim.Optimizer]:
         return {name: opt for name, opt in (("encoder", self.encoder), ("task", self.task)) if opt is not None}
+
+
+class StepPlan:
+    """The number of steps the schedules run to: fixed, or re-fitted to a time budget as the run goes.
+
+    The schedules read it at every step, so a new ``total_steps`` re-shapes what is left of
+    the warm-up (``warmup_ratio`` of the total) and of the linear decay, which ends at 0 at
+    ``total_steps``.
+    """
+
+    def __init__(self, total_steps: int, warmup_ratio: float = 0.0) -> None:
+        self.total_steps = int(total_steps)
+        self.warmup_ratio = warmup_ratio
+
+    def factor(self, step: int, warmup: bool = True) -> float:
+        """The learning-rate factor at ``step``: warm-up (when ``warmup``), then linear decay."""
+        warmup_steps = int(self.total_steps * self.warmup_ratio) if warmup else 0
+        return warmup_then_linear_decay(self.total_steps, warmup_steps)(step)
 
 
 def warmup_then_linear_decay(total_steps: int, warmup_steps: int) -> Callable[[int], float]:
@@ -78,14 +107,16 @@ def build_optimisers(
     encoder: nn.Module | None,
     task_parameters: Sequence[nn.Parameter],
     config: TrainingConfig,
-    total_steps: int,
+    total_steps: int | StepPlan,
     task_warmup: bool = False,
     task_schedule: str = "linear",
 ) -> Optimisers:
     """AdamW (weight decay, none on LayerNorm and bias) with warm-up for the encoder; Adam for the task.
 
-    ``task_schedule`` is ``"linear"`` (decay to 0 at ``total_steps``, the baseline's) or ``"constant"``.
+    ``total_steps``: a number, or a :class:`StepPlan` the schedules follow as it changes.
+    ``task_schedule`` is ``"linear"`` (decay to 0 at the total, the baseline's) or ``"constant"``.
     """
+    plan = total_steps if isinstance(total_steps, StepPlan) else StepPlan(total_steps, config.warmup_ratio)
     encoder_parameters: list[nn.Parameter] = []
     encoder_optimiser = encoder_schedule = None
     if encoder is not None:
@@ -103,17 +134,13 @@ def build_optimisers(
             eps=config.adam_eps,
             fused=_fused(decay + no_decay),
         )
-        warmup = int(total_steps * config.warmup_ratio)
-        encoder_schedule = torch.optim.lr_scheduler.LambdaLR(
-            encoder_optimiser, warmup_then_linear_decay(total_steps, warmup)
-        )
+        encoder_schedule = torch.optim.lr_scheduler.LambdaLR(encoder_optimiser, plan.factor)
     task_parameters = [p for p in task_parameters if p.requires_grad]
     task_optimiser = torch.optim.Adam(
         task_parameters, lr=config.task_learning_rate, eps=config.adam_eps, fused=_fused(task_parameters)
     )
-    task_warmup_steps = int(total_steps * config.warmup_ratio) if task_warmup else 0
     if task_schedule == "linear":
-        factor = warmup_then_linear_decay(total_steps, task_warmup_steps)
+        factor = partial(plan.factor, warmup=task_warmup)
     elif task_schedule == "constant":
         factor = _constant
     else:
@@ -131,7 +158,7 @@ def _constant(step: int) -> float:
 def model_optimisers(
     model: nn.Module,
     config: TrainingConfig,
-    total_steps: int,
+    total_steps: int | StepPlan,
     train_encoder: bool = True,
     task_schedule: str = "linear",
 ) -> Optimisers:

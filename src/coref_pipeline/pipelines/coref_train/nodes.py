@@ -14,9 +14,10 @@ from coref_pipeline.training import Run, train_baseline
 def train(
     segmented: Mapping[str, Any], segmentation: dict[str, Any], params: dict[str, Any], remove_singletons: bool
 ) -> CorefModel:
-    """Fine-tune the chosen preset on train, select on dev; a killed run resumes from ``work_dir``."""
+    """Fine-tune the chosen preset (or the model in ``init_from``) on train, select on dev; a killed run
+    resumes from ``work_dir``."""
     parameters = CorefTrainParameters.from_dict(params)
     model, training = parameters.settings()
     corpus = SegmentedCorpus(segmented, segmentation)
     run = Run(parameters.work_dir, remove_singletons, parameters.restart, log_params={"preset": parameters.preset})
-    return train_baseline(corpus, model, training, run)
+    return train_baseline(corpus, model, training, run, parameters.init_from)

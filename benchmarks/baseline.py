@@ -112,10 +112,34 @@ def throughput(corpus: SegmentedCorpus, steps: int) -> dict[str, float]:
     return {"steps": len(measured), "seconds_per_document": sum(measured) / len(measured)}
 
 
+def plot_learning_curve(dvclive: Path, out: Path) -> None:
+    """Dev CoNLL F1 by step beside the encoder's and the task's learning rates (DVCLive's curves)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def series(name: str) -> tuple[list[int], list[float]]:
+        path = dvclive / "plots" / "metrics" / f"{name}.tsv"
+        rows = [line.split("\t") for line in path.read_text().splitlines()[1:]] if path.is_file() else []
+        return [int(row[0]) for row in rows], [float(row[1]) for row in rows]
+
+    figure, (f1_axis, rate_axis) = plt.subplots(1, 2, figsize=(11, 4))
+    f1_axis.plot(*series("dev/conll_f1"), marker="o")
+    f1_axis.set(title="dev CoNLL F1", xlabel="step", ylabel="F1")
+    for name, label in (("train/bert_learning_rate", "encoder"), ("train/task_learning_rate", "task")):
+        rate_axis.plot(*series(name), label=label)
+    rate_axis.set(title="learning rate (the schedule)", xlabel="step")
+    rate_axis.legend()
+    figure.tight_layout()
+    figure.savefig(out, dpi=100)
+    plt.close(figure)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0, help="training-time budget")
-    parser.add_argument("--epochs", type=int, default=10, help="sets the schedule: match it to the budget")
+    parser.add_argument("--epochs", type=int, default=20, help="at most; the schedule is fitted to the budget")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="preset override")
     parser.add_argument("--throughput-steps", type=int, default=30)
     parser.add_argument("--skip-training", action="store_true", help="reuse the trained model in the work folder")
@@ -150,6 +174,7 @@ def main() -> None:
     if curve_file.is_file():
         rows = [line.split("\t") for line in curve_file.read_text().splitlines()[1:]]
         results["dev_curve"] = [[int(step), round(float(value), 2)] for step, value in rows]
+        plot_learning_curve(WORK / "run" / "dvclive", WORK / "learning_curve.png")
 
     test_documents = corpus.documents("test", model_config.max_segment_len)
     predictions = trained.predict_documents(test_documents, total=len(test_documents))

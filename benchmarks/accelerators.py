@@ -25,22 +25,13 @@ import time
 from pathlib import Path
 
 import yaml
+from baseline import LITBANK, ROOT, segmented_litbank  # benchmarks/baseline.py: the same LitBank split
 
-from coref_pipeline.conll import ConllFile
-from coref_pipeline.corpus import SegmentedCorpus, preprocess_corpus, segment_corpus
+from coref_pipeline.corpus import SegmentedCorpus
 from coref_pipeline.models.config import baseline_settings
 from coref_pipeline.training import Run, train_baseline
 
-ROOT = Path(__file__).resolve().parents[1]
-LITBANK = ROOT.parent / "shared" / "corpora" / "litbank"
 WORK = ROOT / "data" / "benchmarks" / "accelerators"
-
-
-def segmented_litbank(tokenizer_name: str, length: int) -> SegmentedCorpus:
-    frames = {
-        split: preprocess_corpus(ConllFile.read(LITBANK / f"{split}.conll")) for split in ("train", "dev", "test")
-    }
-    return SegmentedCorpus(*segment_corpus(frames, tokenizer_name, [length]))
 
 
 def final_state(work_dir: Path) -> dict:

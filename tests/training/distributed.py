@@ -24,6 +24,7 @@ from coref_pipeline.training import (
 )
 
 from ..models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
+from .test_baseline import training_config as baseline_training_config
 
 # Five documents of at most max_training_sentences segments (a crop keeps them whole): with two
 # ranks an epoch is three steps, the last wrapping round to the first document.
@@ -46,12 +47,10 @@ def tiny_incremental(finetune_encoder: bool) -> CorefModel:
 
 
 def training_config(**overrides) -> TrainingConfig:
+    """test_baseline's training settings for a few steps on two CPU processes."""
     values = dict(
-        seed=13,
         num_epochs=2,
         max_steps=4,
-        bert_learning_rate=2e-3,
-        task_learning_rate=5e-3,
         warmup_ratio=0.25,
         eval_frequency=3,
         report_frequency=1,
@@ -59,8 +58,7 @@ def training_config(**overrides) -> TrainingConfig:
         device="cpu",
         devices=WORLD_SIZE,
     )
-    values.update(overrides)
-    return TrainingConfig(**values)
+    return baseline_training_config(**{**values, **overrides})
 
 
 class KillAfter(TrainingCallback):

@@ -11,7 +11,7 @@ from coref_pipeline.training.checkpoints import TrainState
 from coref_pipeline.training.loop import budget_plan, train_loop
 from coref_pipeline.training.optim import StepPlan, model_optimisers
 
-from .distributed import DOCUMENTS, tiny_baseline
+from .distributed import DOCUMENTS, tiny_baseline, training_config
 
 STEP_SECONDS, EVALUATION_SECONDS = 2.0, 10.0
 
@@ -42,20 +42,19 @@ class Recorder(TrainingCallback):
 
 
 def budgeted(**overrides) -> TrainingConfig:
+    """One process, many epochs, 1.5 minutes of budget (on the simulated clock)."""
     values = dict(
-        seed=13,
+        devices=1,
+        max_steps=None,
         num_epochs=100,
         bert_learning_rate=1e-3,
         task_learning_rate=1e-3,
         warmup_ratio=0.2,
         eval_frequency=5,
-        report_frequency=1,
         checkpoint_frequency=3,
         time_budget_minutes=1.5,
-        device="cpu",
     )
-    values.update(overrides)
-    return TrainingConfig(**values)
+    return training_config(**{**values, **overrides})
 
 
 def run(work_dir, config: TrainingConfig, recorder: Recorder) -> tuple[TrainState, torch.nn.Module, StepPlan]:

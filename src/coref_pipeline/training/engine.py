@@ -200,9 +200,8 @@ class Engine:
 def _call_with_engine(fabric: Any, engine: Engine, function: Callable[..., Any], *args: Any) -> Any:
     """Inside each worker: this rank's logging, thread count and seeds, then the function."""
     if engine.world_size > 1:
-        local_processes = max(1, engine.world_size // max(1, engine.training.num_nodes))
-        if engine.device.type == "cpu":
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_processes))
+        if engine.device.type == "cpu":  # this node's cores shared by its processes
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // engine.training.devices))
         package_logger = logging.getLogger("coref_pipeline")
         if not engine.is_main:
             package_logger.setLevel(logging.WARNING)
@@ -213,10 +212,15 @@ def _call_with_engine(fabric: Any, engine: Engine, function: Callable[..., Any],
     return function(engine, *args)
 
 
+def steps_per_epoch(num_documents: int, world_size: int) -> int:
+    """Steps in an epoch of ``num_documents`` when each of ``world_size`` ranks takes one a step."""
+    return -(-num_documents // world_size)
+
+
 def shard(order: Sequence[int], rank: int, world_size: int) -> list[int]:
     """This rank's documents of an epoch: every ``world_size``-th of ``order`` from ``rank``, the order
-    wrapped round so that every rank has ``ceil(len / world_size)`` (as torch's DistributedSampler)."""
-    steps = -(-len(order) // world_size)
+    wrapped round so that every rank has ``steps_per_epoch`` of them (as torch's DistributedSampler)."""
+    steps = steps_per_epoch(len(order), world_size)
     padded = list(order) + list(order)[: steps * world_size - len(order)]
     return padded[rank::world_size]
 

@@ -36,7 +36,7 @@ from coref_pipeline.training.checkpoints import (
     run_fingerprint,
     save_checkpoint,
 )
-from coref_pipeline.training.engine import Engine, rank_seed, shard
+from coref_pipeline.training.engine import Engine, rank_seed, shard, steps_per_epoch
 from coref_pipeline.training.optim import Optimisers, StepPlan
 
 logger = logging.getLogger(__name__)
@@ -58,6 +58,11 @@ def epoch_order(num_documents: int, seed: int, epoch: int) -> list[int]:
     """The order of the training documents in an epoch: a permutation fixed by (seed, epoch)."""
     generator = torch.Generator(device="cpu").manual_seed(seed * 1000 + epoch)
     return torch.randperm(num_documents, generator=generator, device="cpu").tolist()
+
+
+def steps_at_most(config: TrainingConfig, num_documents: int, world_size: int) -> int:
+    """The steps a run takes at most: ``max_steps``, else ``num_epochs`` epochs of the ranks' shards."""
+    return config.max_steps or config.num_epochs * steps_per_epoch(num_documents, world_size)
 
 
 def budget_plan(state: TrainState, config: TrainingConfig, most_steps: int) -> int:
@@ -86,7 +91,7 @@ def budget_plan(state: TrainState, config: TrainingConfig, most_steps: int) -> i
 
     low, high = 0, most_steps - step  # the largest `more` with cost(more) <= left (cost grows with it)
     if high <= 0:
-        return max(step, most_steps)
+        return step
     while low < high:
         middle = (low + high + 1) // 2
         if cost(middle) <= left:
@@ -220,9 +225,8 @@ def train_loop(
     if state.finished:
         logger.info("Training already finished at step %d (best dev CoNLL F1 %.2f)", state.global_step, state.best_f1)
         return state
-    steps_per_epoch = -(-len(documents) // world_size)
-    most_steps = config.max_steps or config.num_epochs * steps_per_epoch
-    plan = plan or StepPlan(most_steps, config.warmup_ratio)
+    at_most = steps_at_most(config, len(documents), world_size)
+    plan = plan or StepPlan(at_most, config.warmup_ratio)
     if state.planned_steps:
         plan.total_steps = state.planned_steps  # a resumed run keeps its plan
     state.planned_steps = plan.total_steps
@@ -300,7 +304,7 @@ def train_loop(
                     running_loss, running_count, started = 0.0, 0, clock()
                 if config.time_budget_minutes is not None:
                     # rank 0's clock plans for every rank
-                    planned = engine.broadcast(budget_plan(state, config, most_steps))
+                    planned = engine.broadcast(budget_plan(state, config, at_most))
                     if planned != plan.total_steps:
                         plan.total_steps = state.planned_steps = planned
                         optimisers.follow_plan()
@@ -308,7 +312,7 @@ def train_loop(
                         progress.total = plan.total_steps
                         progress.refresh()
                 reached_max = state.global_step >= plan.total_steps
-                if reached_max and config.time_budget_minutes is not None and plan.total_steps < most_steps:
+                if reached_max and config.time_budget_minutes is not None and plan.total_steps < at_most:
                     logger.info(
                         "Time budget of %.1f minutes: the schedule ends at step %d",
                         config.time_budget_minutes,
@@ -418,8 +422,7 @@ def _train_on_rank(engine: Engine, job: _RankJob) -> dict[str, Any]:
     engine.setup(trained.model)
     train_tensors = [trained.tensorize(document) for document in train_documents]
     dev_subset = dev_documents[: training.eval_max_documents] if training.eval_max_documents else dev_documents
-    most_steps = training.max_steps or training.num_epochs * -(-len(train_tensors) // engine.world_size)
-    plan = StepPlan(most_steps, training.warmup_ratio)
+    plan = StepPlan(steps_at_most(training, len(train_tensors), engine.world_size), training.warmup_ratio)
     best_dir = run.work_dir / "best"
 
     def evaluate() -> dict[str, float]:

@@ -52,6 +52,8 @@ def test_the_corpus_folder_is_the_one_the_catalog_reads():
     for stage in ("preprocess", "evaluate"):
         spec = STAGES[stage].get("do", STAGES[stage])
         assert "${corpus.dir}" in spec["deps"]
+    for stage in ("coref_train", "incremental_train"):  # they score dev against the gold dev file
+        assert "${corpus.dir}/${corpus.dev}" in STAGES[stage]["deps"]
     assert all((PROJECT_ROOT / corpus["dir"] / corpus[split]).is_file() for split in ("train", "dev", "test"))
 
 

@@ -30,8 +30,16 @@ def test_word_boundary_spans():
     sentence_map = torch.zeros(6, dtype=torch.long)
     word_start = torch.tensor([False, True, False, True, True, False])  # [CLS] a ##b c d [SEP]
     word_end = torch.tensor([False, False, True, True, True, False])
-    starts, ends = candidate_spans(sentence_map, 4, word_start, word_end)
+    starts, ends = candidate_spans(sentence_map, 4, word_start=word_start, word_end=word_end)
     assert list(zip(starts.tolist(), ends.tolist(), strict=True)) == [(1, 2), (1, 3), (1, 4), (3, 3), (3, 4), (4, 4)]
+
+
+def test_no_span_contains_a_special_token_even_where_the_sentence_runs_on():
+    # [CLS] a b [SEP] [CLS] c [SEP]: minimize.py gives [SEP], the next [CLS] and "c" one sentence id.
+    sentence_map = torch.tensor([0, 0, 0, 1, 1, 1, 2])
+    special = torch.tensor([True, False, False, True, True, False, True])
+    starts, ends = candidate_spans(sentence_map, 3, special)
+    assert list(zip(starts.tolist(), ends.tolist(), strict=True)) == [(1, 1), (1, 2), (2, 2), (5, 5)]
 
 
 def test_bucket_distance_matches_the_original_buckets():

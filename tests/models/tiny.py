@@ -129,3 +129,46 @@ def save_tiny_models(directory: Path, max_segment_len: int = 32, threshold: floa
         incremental_dir
     )
     return baseline_dir, incremental_dir
+
+
+def conll_key(
+    documents: list[dict], clusters: dict[str, list[list[tuple[int, int]]]] | None = None, path: str = "dev.gold_conll"
+):
+    """A gold CoNLL-2012 file of jsonlines documents (one word per non-special subtoken run, as ``subtoken_map`` says).
+
+    ``clusters`` (word spans by doc_key) replaces a document's own clusters, e.g. with
+    two clusters sharing a mention, as a corpus may annotate and ``minimize.py`` merges.
+    """
+    from coref_pipeline.conll import ConllFile
+    from coref_pipeline.evaluation.predictions import word_clusters
+
+    lines = []
+    for document in documents:
+        doc_key = document["doc_key"]
+        name, part = doc_key.rsplit("_", 1)
+        flat = [token for segment in document["sentences"] for token in segment]
+        words: dict[int, tuple[str, int]] = {}  # word -> (text, sentence)
+        for position, token in enumerate(flat):
+            if token not in ("[CLS]", "[SEP]"):
+                words.setdefault(document["subtoken_map"][position], (token, document["sentence_map"][position]))
+        opens: dict[int, list[str]] = {}
+        for cluster_id, cluster in enumerate((clusters or {}).get(doc_key) or word_clusters(document, "clusters")):
+            for start, end in cluster:
+                if start == end:
+                    opens.setdefault(start, []).append(f"({cluster_id})")
+                else:
+                    opens.setdefault(start, []).append(f"({cluster_id}")
+                    opens.setdefault(end, []).append(f"{cluster_id})")
+        lines.append(f"#begin document ({name}); part {int(part):03d}")
+        previous_sentence, index_in_sentence = None, 0
+        for word in sorted(words):
+            text, sentence = words[word]
+            if previous_sentence is not None and sentence != previous_sentence:
+                lines.append("")
+                index_in_sentence = 0
+            previous_sentence = sentence
+            coref = "|".join(opens.get(word, [])) or "-"
+            lines.append(f"{name}\t{int(part)}\t{index_in_sentence}\t{text}\tNN\t*\t-\t-\t-\t-\t*\t{coref}")
+            index_in_sentence += 1
+        lines += ["", "#end document"]
+    return ConllFile(path, "\n".join(lines) + "\n")

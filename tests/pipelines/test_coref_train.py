@@ -11,7 +11,7 @@ from coref_pipeline.pipelines.coref_train.pipeline import create_pipeline
 from coref_pipeline.pipelines.dev_scores import predict_dev, score_dev
 from coref_pipeline.segmentation import SegmentationMismatchError, SegmentationRecord
 
-from ..models.tiny import make_document, tiny_encoder, tiny_hf_tokenizer
+from ..models.tiny import conll_key, make_document, tiny_encoder, tiny_hf_tokenizer
 
 
 @pytest.fixture
@@ -47,12 +47,18 @@ def params_for(encoder_dir, work_dir, **overrides):
     }
 
 
+def documents(split: str) -> list[dict]:
+    return [make_document(f"nw/{split}{i}_0", seed=i, num_segments=3) for i in range(2)]
+
+
 def segmented():
-    docs = {
-        split: [make_document(f"nw/{split}{i}_0", seed=i, num_segments=3) for i in range(2)]
-        for split in ("train", "dev")
-    }
-    return {f"{split}.english.16": (lambda d=d: d) for split, d in docs.items()}
+    loaded = {split: documents(split) for split in ("train", "dev")}
+    return {f"{split}.english.16": (lambda d=d: d) for split, d in loaded.items()}
+
+
+def dev_gold():
+    """The gold dev CoNLL file of ``segmented()``'s dev documents (the key training and evaluate score against)."""
+    return conll_key(documents("dev"))
 
 
 def segmentation(tokenizer_name: str) -> dict:
@@ -61,14 +67,14 @@ def segmentation(tokenizer_name: str) -> dict:
 
 def test_train_predict_and_score(encoder_dir, tmp_path):
     params = params_for(encoder_dir, tmp_path / "work")
-    model = train(segmented(), segmentation(str(encoder_dir)), params, False)
+    model = train(segmented(), segmentation(str(encoder_dir)), params, dev_gold(), False)
     assert isinstance(model, CorefModel) and model.config.coref_depth == 2
     assert (tmp_path / "work" / "best" / "model.safetensors").is_file()
     assert (tmp_path / "work" / "dvclive" / "metrics.json").is_file()
     predictions = predict_dev(model, segmented(), segmentation(str(encoder_dir)))
     assert [p["doc_key"] for p in predictions] == ["nw/dev0_0", "nw/dev1_0"]
     assert all("predicted_clusters" in p for p in predictions)
-    metrics = score_dev(predictions, False)
+    metrics = score_dev(predictions, dev_gold(), False)
     assert set(metrics) == {"conll_f1", "muc_f1", "bcub_f1", "ceafe_f1", "lea_f1"}
     assert 0 <= metrics["conll_f1"] <= 100
 
@@ -76,7 +82,7 @@ def test_train_predict_and_score(encoder_dir, tmp_path):
 def test_data_segmented_with_another_tokenizer_is_refused(encoder_dir, tmp_path, minilm_tokenizer):
     minilm = SegmentationRecord.of("embedded:minilm", minilm_tokenizer, [16]).to_dict()
     with pytest.raises(SegmentationMismatchError) as error:
-        train(segmented(), minilm, params_for(encoder_dir, tmp_path / "work"), False)
+        train(segmented(), minilm, params_for(encoder_dir, tmp_path / "work"), dev_gold(), False)
     message = str(error.value)
     assert f"segmented with tokenizer 'embedded:minilm', the model uses '{encoder_dir}'" in message
     assert "kedro run --pipelines=segment" in message
@@ -138,14 +144,19 @@ def test_pipeline_wiring():
         "segmentation",
         "params:coref_train",
         "params:evaluate.remove_singletons",
+        "raw_dev",
     }
 
 
 def test_a_new_configuration_in_the_same_work_dir_starts_afresh_with_its_curves(encoder_dir, tmp_path, caplog):
-    train(segmented(), segmentation(str(encoder_dir)), params_for(encoder_dir, tmp_path / "work"), False)
+    train(segmented(), segmentation(str(encoder_dir)), params_for(encoder_dir, tmp_path / "work"), dev_gold(), False)
     with caplog.at_level("WARNING"):
         model = train(
-            segmented(), segmentation(str(encoder_dir)), params_for(encoder_dir, tmp_path / "work", ffnn_size=12), False
+            segmented(),
+            segmentation(str(encoder_dir)),
+            params_for(encoder_dir, tmp_path / "work", ffnn_size=12),
+            dev_gold(),
+            False,
         )
     assert "starting a fresh run" in caplog.text
     assert model.config.ffnn_size == 12

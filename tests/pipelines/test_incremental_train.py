@@ -11,7 +11,7 @@ from coref_pipeline.pipelines.dev_scores import predict_dev, score_dev
 from coref_pipeline.pipelines.incremental_train.nodes import train
 from coref_pipeline.pipelines.incremental_train.pipeline import create_pipeline
 
-from .test_coref_train import encoder_dir, params_for, segmentation, segmented  # noqa: F401 (fixture)
+from .test_coref_train import dev_gold, encoder_dir, params_for, segmentation, segmented  # noqa: F401 (fixture)
 
 
 def incremental_params(work_dir, **model):
@@ -36,19 +36,19 @@ def incremental_params(work_dir, **model):
 @pytest.fixture
 def baseline(encoder_dir, tmp_path):  # noqa: F811
     params = params_for(encoder_dir, tmp_path / "baseline_run", max_steps=2)
-    return train_baseline_node(segmented(), segmentation(str(encoder_dir)), params, False)
+    return train_baseline_node(segmented(), segmentation(str(encoder_dir)), params, dev_gold(), False)
 
 
 def test_train_predict_and_score(baseline, encoder_dir, tmp_path):  # noqa: F811
     record = segmentation(str(encoder_dir))
-    model = train(baseline, segmented(), record, incremental_params(tmp_path / "incremental_run"), False)
+    model = train(baseline, segmented(), record, incremental_params(tmp_path / "incremental_run"), dev_gold(), False)
     assert model.model_type == "incremental"
     assert model.config.ffnn_size == baseline.config.ffnn_size and model.config.dropout_rate == 0.4
     assert (tmp_path / "incremental_run" / "best" / "model.safetensors").is_file()
     assert (tmp_path / "incremental_run" / "dvclive").is_dir()
     predictions = predict_dev(model, segmented(), record)
     assert [p["doc_key"] for p in predictions] == ["nw/dev0_0", "nw/dev1_0"]
-    metrics = score_dev(predictions, False)
+    metrics = score_dev(predictions, dev_gold(), False)
     assert 0 <= metrics["conll_f1"] <= 100 and set(metrics) >= {"muc_f1", "bcub_f1", "ceafe_f1"}
     reloaded = CorefModel.load(tmp_path / "incremental_run" / "best")
     assert reloaded.model_type == "incremental"
@@ -61,15 +61,16 @@ def test_sizes_that_contradict_the_baseline_are_refused(baseline, encoder_dir, t
             segmented(),
             segmentation(str(encoder_dir)),
             incremental_params(tmp_path / "r", ffnn_size=32),
+            dev_gold(),
             False,
         )
 
 
 def test_it_starts_from_a_baseline_only(baseline, encoder_dir, tmp_path):  # noqa: F811
     record = segmentation(str(encoder_dir))
-    incremental = train(baseline, segmented(), record, incremental_params(tmp_path / "run"), False)
+    incremental = train(baseline, segmented(), record, incremental_params(tmp_path / "run"), dev_gold(), False)
     with pytest.raises(ConfigError, match="starts from a baseline model"):
-        train(incremental, segmented(), record, incremental_params(tmp_path / "run2"), False)
+        train(incremental, segmented(), record, incremental_params(tmp_path / "run2"), dev_gold(), False)
 
 
 def test_pipeline_wiring():
@@ -80,5 +81,6 @@ def test_pipeline_wiring():
         "segmentation",
         "params:incremental_train",
         "params:evaluate.remove_singletons",
+        "raw_dev",
     }
     assert pipeline.outputs() == {"incremental_dev_metrics"}

@@ -6,9 +6,11 @@ Write the word clusters as a response file with ``coref_pipeline.conll.write_con
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from coref_pipeline.conll import SCORER_READING, ConllFile, parse_conll_lines
 from coref_pipeline.evaluation.metrics import CONLL_METRICS, Cluster, Span
 from coref_pipeline.evaluation.scoring import CorpusScores, score_documents
 
@@ -45,24 +47,51 @@ def word_clusters(document: Mapping[str, Any], key: str = "predicted_clusters") 
     return subtoken_to_word_clusters(document[key], document["subtoken_map"])
 
 
+@dataclass(frozen=True)
+class GoldKey:
+    """The key predictions are scored against: word-level gold clusters by ``doc_key``, and their source.
+
+    ``evaluate`` and training-time dev evaluation both score against the gold CoNLL
+    file read as the reference scorer reads it (``gold_key``), not
+    against the jsonlines ``clusters``, which ``minimize.py`` has merged where two
+    clusters share a mention.
+    """
+
+    clusters: Mapping[str, Sequence[Cluster]]
+    source: str
+
+    def restricted_to(self, doc_keys: Iterable[str]) -> GoldKey:
+        """The key of these documents only (a dev subset); a document the key lacks is a ``ValueError``."""
+        doc_keys = list(doc_keys)
+        missing = [doc_key for doc_key in doc_keys if doc_key not in self.clusters]
+        if missing:
+            raise ValueError(f"{self.source} has no document {missing[0]!r} ({len(missing)} missing)")
+        return GoldKey({doc_key: self.clusters[doc_key] for doc_key in doc_keys}, self.source)
+
+
+def gold_key(gold: ConllFile) -> GoldKey:
+    """The word-level clusters of every document of a gold CoNLL file, read as the reference scorer reads them."""
+    documents = parse_conll_lines(gold.text.splitlines(), gold.path, **SCORER_READING)
+    return GoldKey({document.doc_key: document.clusters for document in documents}, gold.path)
+
+
 def score_predictions(
     predictions: Sequence[Mapping[str, Any]],
     remove_singletons: bool,
     metrics: Sequence[str] = CONLL_METRICS,
-    gold: Mapping[str, Sequence[Cluster]] | None = None,
-    gold_source: str = "the gold clusters",
+    key: GoldKey | None = None,
 ) -> CorpusScores:
     """Score the ``predicted_clusters`` of jsonlines documents at the word level.
 
-    The key is ``gold`` (word clusters by ``doc_key``, e.g. read from the gold
-    CoNLL file) or, without it, each document's own ``clusters``. Training-time
-    dev evaluation and the ``evaluate`` pipeline both score through here.
+    The key is ``key`` (the gold CoNLL file, as ``evaluate`` and training score) or,
+    without it, each document's own ``clusters`` (for corpora without a CoNLL file).
     """
     response = {document["doc_key"]: word_clusters(document) for document in predictions}
-    if gold is None:
-        gold = {document["doc_key"]: word_clusters(document, "clusters") for document in predictions}
+    if key is None:
+        key = GoldKey({document["doc_key"]: word_clusters(document, "clusters") for document in predictions},
+                      "the gold clusters")  # fmt: skip
     return score_documents(
-        gold, response, metrics, remove_singletons=remove_singletons, key_source=gold_source,
+        key.clusters, response, metrics, remove_singletons=remove_singletons, key_source=key.source,
         response_source="the predictions",
     )  # fmt: skip
 

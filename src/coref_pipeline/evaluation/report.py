@@ -13,14 +13,18 @@ from coref_pipeline.config_base import Config, ConfigError
 from coref_pipeline.conll import (
     DEFAULT_GENRE,
     GENRES,
-    SCORER_READING,
     ConllFile,
     format_conll_response,
-    parse_conll_lines,
 )
 from coref_pipeline.evaluation.breakdown import breakdown_table, document_info, document_table, f1_by_length_figure
 from coref_pipeline.evaluation.metrics import METRIC_NAMES
-from coref_pipeline.evaluation.predictions import headline_metrics, score_predictions, summary_metrics, word_clusters
+from coref_pipeline.evaluation.predictions import (
+    gold_key,
+    headline_metrics,
+    score_predictions,
+    summary_metrics,
+    word_clusters,
+)
 from coref_pipeline.evaluation.scoring import check_metrics
 
 logger = logging.getLogger(__name__)
@@ -58,21 +62,13 @@ class EvaluationReport:
     f1_by_length: Any  # a matplotlib figure of the breakdown by length
 
 
-def gold_clusters(gold: ConllFile) -> dict[str, list]:
-    """The word-level clusters of every document of a gold CoNLL file, read as the reference scorer reads them."""
-    documents = parse_conll_lines(gold.text.splitlines(), gold.path, **SCORER_READING)
-    return {document.doc_key: document.clusters for document in documents}
-
-
 def evaluate_predictions(
     predictions: Sequence[Mapping[str, Any]], gold: ConllFile, settings: EvaluateSettings = EvaluateSettings()
 ) -> EvaluationReport:
     """Score jsonlines predictions against the gold CoNLL file itself, as the reference scorer would."""
     response_clusters = {document["doc_key"]: word_clusters(document) for document in predictions}
     response_text = format_conll_response(gold.text, response_clusters, gold.path)
-    scores = score_predictions(
-        predictions, settings.remove_singletons, settings.metrics, gold=gold_clusters(gold), gold_source=gold.path
-    )
+    scores = score_predictions(predictions, settings.remove_singletons, settings.metrics, gold_key(gold))
     infos = {d["doc_key"]: document_info(d, settings.default_genre, settings.genres) for d in predictions}
     details: dict[str, Any] = {"documents": len(predictions), **summary_metrics(scores), "counts": scores.to_dict()}
     breakdown = breakdown_table(scores, infos)

@@ -19,7 +19,7 @@ from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.layers import Dropout, init_weights
 from coref_pipeline.models.scorers import NUM_DISTANCE_BUCKETS, PairScorer, SpanScorer
-from coref_pipeline.models.spans import bucket_distance, candidate_spans, prune_spans
+from coref_pipeline.models.spans import bucket_distance, prune_spans
 
 
 @dataclass
@@ -123,12 +123,7 @@ class BaselineCorefModel(nn.Module):
         config = self.config
         hidden = self.encoder(document.input_ids, document.attention_mask)  # [n, H]
         num_tokens = hidden.shape[0]
-        if config.word_boundary_spans:
-            starts, ends = candidate_spans(
-                document.sentence_map, config.max_span_width, document.word_start, document.word_end
-            )
-        else:
-            starts, ends = candidate_spans(document.sentence_map, config.max_span_width)
+        starts, ends = document.candidate_spans(config.max_span_width, config.word_boundary_spans)
         width_features = self.span_scorer.width_features(starts, ends)  # [num_candidates, F]
         mention_scores = self.span_scorer.score_candidates(hidden, starts, ends, width_features)  # [num_candidates]
 

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from coref_pipeline.conll import genre_of
+from coref_pipeline.models.spans import candidate_spans
 from coref_pipeline.segmentation import SPEAKER_PLACEHOLDER, check_field_lengths
 
 # Speaker ids, as the original numbers them: unknown, the [CLS]/[SEP] placeholder, then each new speaker.
@@ -26,6 +27,7 @@ class DocumentTensors:
     speaker_ids: torch.Tensor  # [n] long
     sentence_map: torch.Tensor  # [n] long
     segment_of_token: torch.Tensor  # [n] long
+    special: torch.Tensor  # [n] bool: [CLS]/[SEP], which no candidate span may contain
     word_start: torch.Tensor  # [n] bool: first subtoken of a word (never [CLS]/[SEP])
     word_end: torch.Tensor  # [n] bool: last subtoken of a word (never [CLS]/[SEP])
     genre: int
@@ -42,6 +44,18 @@ class DocumentTensors:
             if isinstance(getattr(self, item.name), torch.Tensor)
         }
         return replace(self, **moved)
+
+    def candidate_spans(
+        self, max_span_width: int, word_boundaries: bool, window: slice = slice(None)
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Candidate spans of the tokens in ``window`` (indices local to it), never over [CLS]/[SEP]."""
+        return candidate_spans(
+            self.sentence_map[window],
+            max_span_width,
+            self.special[window],
+            self.word_start[window] if word_boundaries else None,
+            self.word_end[window] if word_boundaries else None,
+        )
 
     @property
     def num_tokens(self) -> int:
@@ -126,6 +140,7 @@ def tensorize(
         speaker_ids=speaker_ids,
         sentence_map=torch.tensor(document["sentence_map"], dtype=torch.long, device=cpu),
         segment_of_token=segment_of_token,
+        special=torch.from_numpy(special),
         word_start=torch.from_numpy(word_start),
         word_end=torch.from_numpy(word_end),
         genre=list(genres).index(genre),
@@ -152,6 +167,7 @@ def crop(document: DocumentTensors, max_segments: int, first_segment: int) -> Do
         speaker_ids=document.speaker_ids[window],
         sentence_map=document.sentence_map[window],
         segment_of_token=document.segment_of_token[window] - first_segment,
+        special=document.special[window],
         word_start=document.word_start[window],
         word_end=document.word_end[window],
         gold_starts=document.gold_starts[inside] - token_start,

@@ -34,7 +34,7 @@ from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.layers import FFNN
 from coref_pipeline.models.scorers import PairScorer, SpanScorer
-from coref_pipeline.models.spans import bucket_distance, candidate_spans, prune_spans
+from coref_pipeline.models.spans import bucket_distance, prune_spans
 
 logger = logging.getLogger(__name__)
 
@@ -244,15 +244,7 @@ class IncrementalCorefModel(nn.Module):
         """Kept spans of one segment: local starts, ends ``[k]``, embeddings ``[k, D]``, mention scores ``[k]``."""
         length = hidden.shape[0]
         window = slice(offset, offset + length)
-        if self.config.word_boundary_spans:
-            starts, ends = candidate_spans(
-                document.sentence_map[window],
-                self.config.max_span_width,
-                document.word_start[window],
-                document.word_end[window],
-            )
-        else:
-            starts, ends = candidate_spans(document.sentence_map[window], self.config.max_span_width)
+        starts, ends = document.candidate_spans(self.config.max_span_width, self.config.word_boundary_spans, window)
         if starts.numel() == 0:
             empty = torch.zeros(0, dtype=torch.long, device=hidden.device)
             return empty, empty, hidden.new_zeros(0, self.span_dim), hidden.new_zeros(0)

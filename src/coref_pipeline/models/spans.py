@@ -10,13 +10,15 @@ import torch
 def candidate_spans(
     sentence_map: torch.Tensor,
     max_span_width: int,
+    special: torch.Tensor | None = None,
     word_start: torch.Tensor | None = None,
     word_end: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Every (start, end) with width <= ``max_span_width`` inside one sentence, sorted by (start, end).
 
-    With ``word_start``/``word_end`` masks a span must start on a word's first
-    subtoken and end on a word's last (so never on [CLS]/[SEP]).
+    With a ``special`` mask ([CLS]/[SEP]) no span contains a special token. With
+    ``word_start``/``word_end`` masks a span must also start on a word's first
+    subtoken and end on a word's last.
     """
     num_tokens, device = sentence_map.shape[0], sentence_map.device
     starts = torch.arange(num_tokens, device=device).unsqueeze(1).expand(num_tokens, max_span_width)  # [n, W]
@@ -24,6 +26,9 @@ def candidate_spans(
     valid = ends < num_tokens  # [n, W]
     clipped_ends = ends.clamp(max=num_tokens - 1)
     valid &= sentence_map[starts] == sentence_map[clipped_ends]
+    if special is not None:
+        specials_before = torch.cat([special.new_zeros(1, dtype=torch.long), torch.cumsum(special.long(), dim=0)])
+        valid &= specials_before[clipped_ends + 1] == specials_before[starts]  # none in [start, end]
     if word_start is not None and word_end is not None:
         valid &= word_start[starts] & word_end[clipped_ends]
     return starts[valid], ends[valid]  # [num_candidates] each, row-major = sorted by (start, end)

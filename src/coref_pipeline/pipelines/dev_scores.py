@@ -7,11 +7,13 @@ from typing import Any
 
 from kedro.pipeline import Node
 
+from coref_pipeline.conll import ConllFile
 from coref_pipeline.corpus import SegmentedCorpus
-from coref_pipeline.evaluation.predictions import HEADLINE_METRICS, headline_metrics, score_predictions
+from coref_pipeline.evaluation.predictions import HEADLINE_METRICS, gold_key, headline_metrics, score_predictions
 from coref_pipeline.inference import CorefModel
 
 SCORING = "params:evaluate.remove_singletons"  # training scores dev as `evaluate` scores
+DEV_KEY = "raw_dev"  # ... against the same key: the gold dev CoNLL file
 
 
 def predict_dev(model: CorefModel, segmented: Mapping[str, Any], segmentation: dict[str, Any]) -> list:
@@ -19,9 +21,9 @@ def predict_dev(model: CorefModel, segmented: Mapping[str, Any], segmentation: d
     return model.predict_corpus(SegmentedCorpus(segmented, segmentation), "dev")
 
 
-def score_dev(predictions: list[dict[str, Any]], remove_singletons: bool) -> dict[str, float]:
+def score_dev(predictions: list[dict[str, Any]], gold: ConllFile, remove_singletons: bool) -> dict[str, float]:
     """The headline figures (percent) of the dev predictions, for ``dvc metrics``, scored as ``evaluate`` scores."""
-    return headline_metrics(score_predictions(predictions, remove_singletons, HEADLINE_METRICS))
+    return headline_metrics(score_predictions(predictions, remove_singletons, HEADLINE_METRICS, gold_key(gold)))
 
 
 def dev_score_nodes(model: str) -> list[Node]:
@@ -35,7 +37,7 @@ def dev_score_nodes(model: str) -> list[Node]:
         ),
         Node(
             score_dev,
-            inputs=[f"{model}_dev_predictions", SCORING],
+            inputs=[f"{model}_dev_predictions", DEV_KEY, SCORING],
             outputs=f"{model}_dev_metrics",
             name=f"score_{model}_dev",
         ),

@@ -24,7 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from coref_pipeline.corpus import SegmentedCorpus
-from coref_pipeline.evaluation.predictions import score_predictions, summary_metrics
+from coref_pipeline.evaluation.predictions import GoldKey, score_predictions, summary_metrics
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import ConfigError, TrainingConfig
 from coref_pipeline.models.document import DocumentTensors, random_crop
@@ -360,6 +360,9 @@ class Run:
     work_dir: Path  # checkpoints, the best model so far, curves; a killed run resumes from here
     remove_singletons: bool  # dev is scored as the ``evaluate`` pipeline scores, with its setting
     restart: bool = False  # discard a run kept in ``work_dir``
+    # The gold dev CoNLL file's key (``evaluation.predictions.gold_key``), the one ``evaluate`` scores
+    # against; None scores against the dev documents' own (minimize.py-merged) clusters.
+    dev_key: GoldKey | None = None
     callbacks: Sequence[TrainingCallback] = ()
     log_params: dict[str, Any] | None = None  # with these, DVCLive curves under ``work_dir/dvclive``
     clock: Callable[[], float] = time.perf_counter  # seconds, for the time budget (tests simulate one)
@@ -388,7 +391,7 @@ def fit(
     engine = Engine(training)
     fingerprint = run_fingerprint(
         {"model_type": trained.model_type, **trained.config.to_dict(), "start": recipe.start},
-        {**training.to_dict(), "remove_singletons": run.remove_singletons},
+        {**training.to_dict(), "remove_singletons": run.remove_singletons, "dev_key": _key_digest(run.dev_key)},
         train_documents,
         dev_documents,
     )
@@ -398,6 +401,16 @@ def fit(
         "Best dev CoNLL F1 %.2f at step %d of %d", summary["best_f1"], summary["best_step"], summary["global_step"]
     )
     return CorefModel.load(run.work_dir / "best", device=engine.device)
+
+
+def _key_digest(key: GoldKey | None) -> list | None:
+    """The dev key as plain lists (for the run's fingerprint: another key selects another best model)."""
+    if key is None:
+        return None
+    return [
+        [doc_key, [[list(span) for span in cluster] for cluster in key.clusters[doc_key]]]
+        for doc_key in sorted(key.clusters)
+    ]
 
 
 class _RankJob:
@@ -425,9 +438,11 @@ def _train_on_rank(engine: Engine, job: _RankJob) -> dict[str, Any]:
     plan = StepPlan(steps_at_most(training, len(train_tensors), engine.world_size), training.warmup_ratio)
     best_dir = run.work_dir / "best"
 
+    dev_key = run.dev_key.restricted_to(d["doc_key"] for d in dev_subset) if run.dev_key is not None else None
+
     def evaluate() -> dict[str, float]:
         predictions = trained.predict_documents(dev_subset, progress=False)
-        return summary_metrics(score_predictions(predictions, run.remove_singletons))
+        return summary_metrics(score_predictions(predictions, run.remove_singletons, key=dev_key))
 
     callbacks = list(run.callbacks)
     if run.log_params is not None:

@@ -5,19 +5,31 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from coref_pipeline.conll import ConllFile
 from coref_pipeline.corpus import SegmentedCorpus
+from coref_pipeline.evaluation.predictions import gold_key
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import CorefTrainParameters
 from coref_pipeline.training import Run, train_baseline
 
 
 def train(
-    segmented: Mapping[str, Any], segmentation: dict[str, Any], params: dict[str, Any], remove_singletons: bool
+    segmented: Mapping[str, Any],
+    segmentation: dict[str, Any],
+    params: dict[str, Any],
+    dev_gold: ConllFile,
+    remove_singletons: bool,
 ) -> CorefModel:
     """Fine-tune the chosen preset (or the model in ``init_from``) on train, select on dev; a killed run
     resumes from ``work_dir``."""
     parameters = CorefTrainParameters.from_dict(params)
     model, training = parameters.settings()
     corpus = SegmentedCorpus(segmented, segmentation)
-    run = Run(parameters.work_dir, remove_singletons, parameters.restart, log_params={"preset": parameters.preset})
+    run = Run(
+        parameters.work_dir,
+        remove_singletons,
+        parameters.restart,
+        dev_key=gold_key(dev_gold),
+        log_params={"preset": parameters.preset},
+    )
     return train_baseline(corpus, model, training, run, parameters.init_from)

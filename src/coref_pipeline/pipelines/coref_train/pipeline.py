@@ -2,7 +2,7 @@
 
 from kedro.pipeline import Node, Pipeline
 
-from ..dev_scores import SCORING, dev_score_nodes
+from ..dev_scores import DEV_KEY, SCORING, dev_score_nodes
 from .nodes import train
 
 
@@ -11,7 +11,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 train,
-                inputs=["segmented_documents", "segmentation", "params:coref_train", SCORING],
+                inputs=["segmented_documents", "segmentation", "params:coref_train", DEV_KEY, SCORING],
                 outputs="baseline_model",
                 name="train_baseline",
             ),

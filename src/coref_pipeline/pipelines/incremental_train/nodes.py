@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from coref_pipeline.conll import ConllFile
 from coref_pipeline.corpus import SegmentedCorpus
+from coref_pipeline.evaluation.predictions import gold_key
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import IncrementalTrainParameters
 from coref_pipeline.training import Run, incremental_settings, train_incremental
@@ -16,11 +18,12 @@ def train(
     segmented: Mapping[str, Any],
     segmentation: dict[str, Any],
     params: dict[str, Any],
+    dev_gold: ConllFile,
     remove_singletons: bool,
 ) -> CorefModel:
     """Initialise from the baseline, train on train, select on dev; a killed run resumes from ``work_dir``."""
     parameters = IncrementalTrainParameters.from_dict(params)
     config, training = incremental_settings(baseline, parameters.model, parameters.training)
     corpus = SegmentedCorpus(segmented, segmentation)
-    run = Run(parameters.work_dir, remove_singletons, parameters.restart)
+    run = Run(parameters.work_dir, remove_singletons, parameters.restart, dev_key=gold_key(dev_gold))
     return train_incremental(baseline, corpus, config, training, run, parameters.cache_encoder_outputs)

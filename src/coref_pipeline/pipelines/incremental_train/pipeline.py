@@ -2,7 +2,7 @@
 
 from kedro.pipeline import Node, Pipeline
 
-from ..dev_scores import SCORING, dev_score_nodes
+from ..dev_scores import DEV_KEY, SCORING, dev_score_nodes
 from .nodes import train
 
 
@@ -11,7 +11,14 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 train,
-                inputs=["baseline_model", "segmented_documents", "segmentation", "params:incremental_train", SCORING],
+                inputs=[
+                    "baseline_model",
+                    "segmented_documents",
+                    "segmentation",
+                    "params:incremental_train",
+                    DEV_KEY,
+                    SCORING,
+                ],
                 outputs="incremental_model",
                 name="train_incremental",
             ),

@@ -31,7 +31,7 @@ class CorefOutput:
     candidate_mention_scores: torch.Tensor  # [num_candidates]
     top_span_starts: torch.Tensor  # [k]
     top_span_ends: torch.Tensor  # [k]
-    top_span_emb: torch.Tensor  # [k, span_dim] (after the higher-order refinement)
+    top_span_emb: torch.Tensor  # [k, span_dim]: the embeddings the last fine scores were computed from
     top_antecedents: torch.Tensor  # [k, c] indices into the kept spans
     top_antecedent_mask: torch.Tensor  # [k, c] bool: a real, earlier antecedent
     top_antecedent_scores: torch.Tensor  # [k, c + 1], column 0 the dummy antecedent (score 0)
@@ -112,6 +112,15 @@ class BaselineCorefModel(nn.Module):
         )  # [k, c]
         return self.pair_scorer.features(same_speaker, genre, distance, segment_distance)
 
+    def refine(self, span_emb: torch.Tensor, antecedents: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        """One round of higher-order refinement: each span gated with its attended antecedents, ``[k, D]``."""
+        dummy = scores.new_zeros(scores.shape[0], 1)
+        weights = torch.softmax(torch.cat([dummy, scores], dim=1), dim=1)  # [k, c + 1]
+        candidates = torch.cat([span_emb.unsqueeze(1), span_emb[antecedents]], dim=1)  # [k, c + 1, D]
+        attended = (weights.unsqueeze(2) * candidates).sum(dim=1)  # [k, D]
+        gate = torch.sigmoid(self.gate(torch.cat([span_emb, attended], dim=1)))  # [k, D]
+        return gate * attended + (1 - gate) * span_emb
+
     def fine_scores(
         self, span_emb: torch.Tensor, antecedents: torch.Tensor, features: torch.Tensor | None
     ) -> torch.Tensor:
@@ -140,14 +149,10 @@ class BaselineCorefModel(nn.Module):
             features = self.pair_features(
                 antecedents, top_starts, document.speaker_ids, document.segment_of_token, document.genre
             )
-            for _ in range(config.coref_depth):
+            for depth in range(config.coref_depth):
                 scores = top_coarse + self.fine_scores(span_emb, antecedents, features)  # [k, c]
-                dummy = scores.new_zeros(scores.shape[0], 1)
-                weights = torch.softmax(torch.cat([dummy, scores], dim=1), dim=1)  # [k, c + 1]
-                candidates = torch.cat([span_emb.unsqueeze(1), span_emb[antecedents]], dim=1)  # [k, c + 1, D]
-                attended = (weights.unsqueeze(2) * candidates).sum(dim=1)  # [k, D]
-                gate = torch.sigmoid(self.gate(torch.cat([span_emb, attended], dim=1)))  # [k, D]
-                span_emb = gate * attended + (1 - gate) * span_emb
+                if depth + 1 < config.coref_depth:  # the original also refines after the last round: unused
+                    span_emb = self.refine(span_emb, antecedents, scores)
         else:
             scores = top_coarse
         antecedent_scores = torch.cat([scores.new_zeros(scores.shape[0], 1), scores], dim=1)  # [k, c + 1]

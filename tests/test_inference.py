@@ -232,3 +232,27 @@ def test_a_corpus_segmented_with_another_tokenizer_is_refused(models, minilm_tok
             model.predict_corpus(SegmentedCorpus({"test.english.32": []}, minilm), "test")
     tiny = SegmentationRecord.of("tiny", models["baseline"].tokenizer, [32])
     assert models["baseline"].predict_corpus(SegmentedCorpus({"test.english.32": []}, tiny), "test") == []
+
+
+@pytest.mark.parametrize("model_type", ["baseline", "incremental"])
+def test_bf16_inference_computes_in_bf16_on_fp32_weights(models, model_type, tmp_path):
+    import torch
+
+    directory = tmp_path / model_type
+    models[model_type].save(directory)
+    fp32, bf16 = CorefModel.load(directory), CorefModel.load(directory, precision="bf16-mixed")
+    dtypes: set = set()
+    hooks = [
+        module.register_forward_hook(lambda module, inputs, output: dtypes.add(output.dtype))
+        for module in bf16.model.modules()
+        if isinstance(module, torch.nn.Linear)
+    ]
+    result = bf16.predict(UNICODE_TEXT)
+    for hook in hooks:
+        hook.remove()
+    assert torch.bfloat16 in dtypes
+    assert all(parameter.dtype == torch.float32 for parameter in bf16.model.parameters())
+    check_result(result, UNICODE_TEXT)
+    assert result.clusters and fp32.predict(UNICODE_TEXT).words == result.words
+    with pytest.raises(ValueError, match=r"inference precision must be one of \['32', 'bf16-mixed', '16-mixed'\]"):
+        CorefModel.load(directory, precision="bf16")

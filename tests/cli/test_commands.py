@@ -196,6 +196,9 @@ def test_predict_writes_clusters_and_a_conll_response(tmp_path, tiny_tokenizer_d
     assert "predicted_clusters" in predicted and predicted["doc_key"] == "bc/tiny/00/tiny_0000_0"
     [document] = read_conll(response, min_columns=1)
     assert document.doc_key == "bc/tiny/00/tiny_0000_0" and len(document.words) == 10
+    assert run([*argv, "--precision", "bf16-mixed"]) == 0
+    [in_bf16] = read_jsonlines(output)
+    assert in_bf16["doc_key"] == predicted["doc_key"] and "predicted_clusters" in in_bf16
 
 
 @pytest.fixture

@@ -82,14 +82,21 @@ class SpanScorer(nn.Module):
         parts = [h, h] + ([width_features.shape[1]] if self.config.use_features else [])
         parts += [h] if self.config.model_heads else []
         weights = first.weight.split(parts, dim=1)  # each [ffnn, part]
-        pre = (hidden @ weights[0].T).index_select(0, starts) + (hidden @ weights[1].T).index_select(0, ends)
-        pre = pre + first.bias  # [spans, ffnn]
+        start_part = torch.addmm(first.bias, hidden, weights[0].T)  # [n, ffnn], the bias folded in
+        # Per-span inputs (width, head) go through one GEMM that accumulates onto the gathered start
+        # part; the end part is added in place: [spans, ffnn] is the largest tensor here.
+        span_inputs, span_weights = [], []
         if self.config.use_features:
-            pre = pre + width_features @ weights[2].T
+            span_inputs.append(width_features)
+            span_weights.append(weights[2])
         if self.config.model_heads:
             logits = self.mention_word_attn(hidden).squeeze(1)  # [n]
-            heads = span_attention_sums(logits, hidden, starts, ends)  # [spans, H]
-            pre = pre + heads @ weights[-1].T
+            span_inputs.append(span_attention_sums(logits, hidden, starts, ends))  # [spans, H]
+            span_weights.append(weights[-1])
+        pre = start_part.index_select(0, starts)  # [spans, ffnn]
+        if span_inputs:
+            pre = torch.addmm(pre, torch.cat(span_inputs, dim=1), torch.cat(span_weights, dim=1).T)
+        pre.add_((hidden @ weights[1].T).index_select(0, ends))
         scores = self.mention_scores.from_first_layer(pre).squeeze(1)  # [spans]
         if self.config.use_prior:
             width_prior = self.width_scores(self.span_width_prior_embeddings.weight).squeeze(1)  # [W]
@@ -200,12 +207,14 @@ class PairScorer(nn.Module):
             target_projection = self.project_targets(targets, weights)  # [k, ffnn]
         k, c = index.shape
         flat = index.reshape(-1)  # [k * c]
-        target_part = target_projection
         similarity = targets.unsqueeze(1) * candidates.index_select(0, flat).view(k, c, -1)  # [k, c, D]
-        pre = target_part.unsqueeze(1) + candidate_projection.index_select(0, flat).view(k, c, -1)
-        pre = pre + similarity @ weights[2].T  # [k, c, ffnn]
+        # One GEMM adds the product part to the gathered candidate part; the rest is added in place
+        # (the [k, c, ffnn] tensor is the fine stage's largest: each extra copy costs as much as a GEMM).
+        gathered = candidate_projection.index_select(0, flat)  # [k * c, ffnn]
+        pre = torch.addmm(gathered, similarity.view(k * c, -1), weights[2].T).view(k, c, -1)  # [k, c, ffnn]
+        pre.add_(target_projection.unsqueeze(1))
         if features is not None:
-            pre = pre + features @ weights[3].T
+            pre.add_(features @ weights[3].T)
         return self.slow_antecedent_scores.from_first_layer(pre).squeeze(2).float()  # [k, c]; fp32 for the loss
 
 

@@ -9,7 +9,7 @@ Run: python benchmarks/baseline.py [--minutes 60] [--throughput-steps 30] [--ski
 3. Scores the best model on test; prints CoNLL F1, training minutes, documents/s,
    the dev learning curve and the peak resident memory.
 4. Inference cost: full prediction time vs the encoder's own forward time on the
-   test documents.
+   test documents, in fp32 and in bf16 (``CorefModel.load(..., precision="bf16-mixed")``).
 5. Throughput at the peer configuration (seg 384, 3 training segments, ffnn 1000,
    coref_depth 1, lr 2e-5/2e-4, all spans): documents/s over ``--throughput-steps``.
 
@@ -63,12 +63,13 @@ def peak_memory_mb() -> float:
 
 
 def inference_ratio(trained: CorefModel, documents: list[dict]) -> dict[str, float]:
-    """Seconds of full prediction vs the encoder alone on the same documents (best of 2)."""
+    """Seconds of full prediction vs the encoder alone on the same documents, in the model's
+    inference precision (best of 2 each); with the test CoNLL F1 of that precision's predictions."""
     tensors = [trained.tensorize(document) for document in documents]
     trained.model.eval()
 
     def encoder_only() -> None:
-        with torch.no_grad():
+        with torch.no_grad(), trained._autocast():
             for document in tensors:
                 trained.model.encoder(document.input_ids, document.attention_mask)
 
@@ -85,6 +86,8 @@ def inference_ratio(trained: CorefModel, documents: list[dict]) -> dict[str, flo
             best = min(best, time.perf_counter() - started)
         timings[name] = best
     timings["ratio"] = timings["predict_seconds"] / timings["encoder_seconds"]
+    predictions = trained.predict_documents(documents, progress=False)
+    timings["test_conll_f1"] = 100 * score_predictions(predictions, remove_singletons=True).conll_f1
     return timings
 
 
@@ -183,7 +186,10 @@ def main() -> None:
         "conll_f1": 100 * test_scores.conll_f1,
         **{f"{m}_f1": 100 * test_scores[m].f1 for m in ("muc", "bcub", "ceafe")},
     }
-    results["inference"] = inference_ratio(trained, test_documents)
+    results["inference"] = {
+        precision: inference_ratio(CorefModel.load(WORK / "run" / "best", precision=precision), test_documents)
+        for precision in ("32", "bf16-mixed")
+    }
     results["throughput_peer_config"] = throughput(corpus, args.throughput_steps)
     results["peak_rss_mb"] = peak_memory_mb()
     (WORK / "results.json").write_text(json.dumps(results, indent=2) + "\n")
@@ -198,11 +204,12 @@ def main() -> None:
         f"peer configuration: {peer['seconds_per_document']:.2f} s/document "
         f"({1 / peer['seconds_per_document']:.3f} documents/s) over {peer['steps']} steps"
     )
-    inference = results["inference"]
-    print(
-        f"inference {inference['predict_seconds']:.2f} s vs encoder {inference['encoder_seconds']:.2f} s "
-        f"= {inference['ratio']:.2f}x on {len(test_documents)} test documents"
-    )
+    for precision, inference in results["inference"].items():
+        print(
+            f"inference at {precision}: {inference['predict_seconds']:.2f} s vs encoder "
+            f"{inference['encoder_seconds']:.2f} s at the same precision = {inference['ratio']:.2f}x on "
+            f"{len(test_documents)} test documents (test CoNLL F1 {inference['test_conll_f1']:.2f})"
+        )
     print(f"peak resident memory {results['peak_rss_mb']:.0f} MB")
     print("dev curve (step, CoNLL F1):", results.get("dev_curve"))
 

@@ -1,6 +1,7 @@
 """The incremental model against its baseline on the shared LitBank split (MiniLM).
 
 Run: python benchmarks/incremental.py [--minutes 45] [--baseline-dir DIR] [--set key=value ...]
+     python benchmarks/incremental.py --init-only   (dev F1 of each score form right after initialisation)
 
 1. Segments LitBank fold 0 (../shared/corpora/litbank) at the baseline's segment length.
 2. Initialises the incremental model from the baseline benchmark's best model
@@ -30,7 +31,8 @@ import yaml
 from coref_pipeline.evaluation.predictions import score_predictions, summary_metrics
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import IncrementalConfig, TrainingConfig
-from coref_pipeline.training import Run, incremental_settings, train_incremental
+from coref_pipeline.models.config import INCREMENTAL_SCORES
+from coref_pipeline.training import Run, build_incremental, incremental_settings, train_incremental
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from baseline import LITBANK, ROOT, parse_overrides, segmented_litbank  # noqa: E402
@@ -47,12 +49,35 @@ def timed_test_metrics(model: CorefModel, documents: list[dict]) -> dict[str, fl
     return {**scores, "seconds_per_document": seconds / len(documents)}
 
 
+def initial_dev_f1(args: argparse.Namespace, model_values: dict, training_values: dict) -> None:
+    """Dev (and test) CoNLL F1 of each score form right after initialisation from the baseline: no training."""
+    baseline = CorefModel.load(args.baseline_dir)
+    results = {}
+    for score in INCREMENTAL_SCORES:
+        config, _ = incremental_settings(baseline, {**model_values, "score": score}, training_values)
+        corpus = segmented_litbank(config.tokenizer_name, config.max_segment_len)
+        model = build_incremental(CorefModel.load(args.baseline_dir), config)
+        results[score] = {
+            split: timed_test_metrics(model, corpus.documents(split, config.max_segment_len))
+            for split in ("dev", "test")
+        }
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    (args.work_dir / "initial_results.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"{'score':<12} {'dev CoNLL F1':>13} {'test CoNLL F1':>14} {'s/doc':>7}  (right after initialisation)")
+    for score, metrics in results.items():
+        print(
+            f"{score:<12} {metrics['dev']['conll_f1']:>13.2f} {metrics['test']['conll_f1']:>14.2f} "
+            f"{metrics['dev']['seconds_per_document']:>7.2f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=45.0, help="training-time budget")
     parser.add_argument("--baseline-dir", type=Path, default=BASELINE)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="model or training key")
     parser.add_argument("--work-dir", type=Path, default=WORK)
+    parser.add_argument("--init-only", action="store_true", help="only score each score form untrained")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if not LITBANK.is_dir():
@@ -75,6 +100,9 @@ def main() -> None:
     if unknown:
         sys.exit(f"unknown keys {sorted(unknown)}")
 
+    if args.init_only:
+        initial_dev_f1(args, model_values, training_values)
+        return
     baseline = CorefModel.load(args.baseline_dir)
     config, training = incremental_settings(baseline, model_values, training_values)
     corpus = segmented_litbank(config.tokenizer_name, config.max_segment_len)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -64,7 +66,9 @@ def test_pair_scores_are_the_fine_ffnn_over_mention_entity_product_and_features(
     memory = EntityMemory()
     for start in (0, 7, 30):
         embedding = torch.randn(d)
-        memory.add(embedding, model.pair_scorer.project_candidates(embedding[None])[0], (start, start))
+        memory.add(
+            embedding, model.pair_scorer.project_candidates(embedding[None])[0], (start, start), torch.tensor(0.0)
+        )
     memory.consolidate()
     mention = torch.randn(d)
     with torch.no_grad():
@@ -151,10 +155,10 @@ def memory_with(entities: list[tuple[int, int]]) -> EntityMemory:
     """Entities given as (last mention start, number of mentions)."""
     memory = EntityMemory()
     for index, (last, size) in enumerate(entities):
-        spans = [(last - (size - 1 - k), 100_000 + 10 * index + k) for k in range(size)]  # last starts at `last`
-        entity_id = memory.add(torch.full((4,), float(index)), torch.zeros(2), spans[0])
+        spans = [(last - (size - 1 - k), last - (size - 1 - k)) for k in range(size)]  # the last is (last, last)
+        entity_id = memory.add(torch.full((4,), float(index)), torch.zeros(2), spans[0], torch.tensor(0.0))
         for span in spans[1:]:
-            memory.update(entity_id, torch.full((4,), float(index)), torch.zeros(2), span)
+            memory.update(entity_id, torch.full((4,), float(index)), torch.zeros(2), span, torch.tensor(0.0))
     memory.consolidate()
     return memory
 
@@ -176,6 +180,50 @@ def test_eviction_removes_exactly_the_entities_the_policy_names():
     assert sorted(memory.evict(2000, singleton_distance=None, distance=1200)) == [4]
 
 
+def test_eviction_distance_is_measured_from_the_midpoint_of_the_most_recent_mention():
+    memory = EntityMemory()
+    for span in ((1390, 1410), (1380, 1400)):  # midpoints 1400 and 1390
+        memory.add(torch.zeros(4), torch.zeros(2), span, torch.tensor(0.0))
+    memory.consolidate()
+    # At 2000 with 600: the first is 600 behind (stays, though its start is 610 behind), the second 610.
+    assert memory.evict(2000, singleton_distance=600, distance=None) == [1]
+
+
+def test_no_eviction_in_training_with_evict_in_training_false():
+    document = tiny_tensors(make_document(num_segments=3), tiny_config())
+    kept_all = {}
+    for evict_in_training in (True, False):
+        config = incremental_config(evict_singleton_distance=0, evict_distance=0, evict_in_training=evict_in_training)
+        model = IncrementalCorefModel(config, tiny_encoder()).train()
+        reader = model.read_segments(document, train=True)
+        while True:
+            try:
+                next(reader).backward()
+            except StopIteration as finished:
+                kept_all[evict_in_training] = finished.value.memory
+                break
+    assert kept_all[True].evicted and not kept_all[False].evicted
+    assert len(kept_all[False].active) == len(kept_all[False].mentions)
+    # At inference the policy applies whatever evict_in_training says.
+    model = IncrementalCorefModel(incremental_config(evict_distance=0, evict_in_training=False), tiny_encoder()).eval()
+    with torch.no_grad():
+        assert model(document).memory.evicted
+
+
+def test_min_mention_score_keeps_unlikely_spans_from_starting_entities():
+    for minimum, expected_entities in ((None, 3), (0.0, 1)):
+        model = IncrementalCorefModel(
+            incremental_config(threshold=1e9, min_mention_score=minimum), tiny_encoder()
+        ).eval()  # the threshold makes every span a new entity unless refused
+        mentions = torch.randn(3, model.span_dim)
+        memory = EntityMemory()
+        with torch.no_grad():
+            model.resolve_spans(memory, [0, 2, 4], [0, 2, 4], mentions, torch.tensor([1.0, -2.0, -0.5]), genre=0)
+        assert len(memory.mentions) == expected_entities
+    with pytest.raises(ConfigError, match="'min_mention_score': 'high' is not a number or null"):
+        incremental_config(min_mention_score="high")
+
+
 def test_gold_targets_latest_and_all_antecedents():
     document = tiny_tensors(make_document(num_segments=1), tiny_config())
     document.gold_starts = torch.tensor([1, 3, 5, 7])
@@ -183,8 +231,8 @@ def test_gold_targets_latest_and_all_antecedents():
     document.gold_cluster_ids = torch.tensor([1, 1, 1, 2])
     gold = GoldAntecedents(document)
     memory = EntityMemory()
-    first = memory.add(torch.zeros(2), torch.zeros(2), (1, 1))
-    second = memory.add(torch.zeros(2), torch.zeros(2), (3, 3))  # wrongly a new entity
+    first = memory.add(torch.zeros(2), torch.zeros(2), (1, 1), torch.tensor(0.0))
+    second = memory.add(torch.zeros(2), torch.zeros(2), (3, 3), torch.tensor(0.0))  # wrongly a new entity
     assert gold.target_ids((5, 5), memory, all_antecedents=False) == [second]
     assert gold.target_ids((5, 5), memory, all_antecedents=True) == [second, first]
     assert gold.target_ids((1, 1), memory, all_antecedents=False) == []  # first mention: new entity
@@ -192,7 +240,7 @@ def test_gold_targets_latest_and_all_antecedents():
     assert gold.target_ids((2, 2), memory, all_antecedents=True) == []  # not a gold mention
     # The most recent antecedent evicted (or missed): the new-entity option is gold.
     memory.consolidate()
-    memory.last_start[second] = -5000
+    memory.mentions[second][-1] = (-5000, -5000)  # its mention now far behind
     memory.evict(0, singleton_distance=600, distance=None)
     assert gold.target_ids((5, 5), memory, all_antecedents=False) == []
     assert gold.target_ids((5, 5), memory, all_antecedents=True) == [first]
@@ -244,3 +292,135 @@ def test_training_backpropagates_per_segment_and_detaches():
     assert any(g is not None and g.abs().sum() > 0 for g in grads)
     assert all(p.grad is None for p in model.encoder.parameters())
     assert output.memory.base_embeddings is None or not output.memory.base_embeddings.requires_grad
+
+
+def test_a_one_mention_entity_scores_as_the_baseline_scores_that_antecedent():
+    """score: calibrated = PAIRSCORE + s_m(m) + s_m(e's mention) + coarse: the baseline's antecedent score.
+
+    The pair features are off: the incremental model's (no speaker, distance in subtokens,
+    segment distance 0) differ from the baseline's by design. ``coref_depth`` 1: no refinement.
+    """
+    torch.manual_seed(0)
+    sizes = dict(use_metadata=False, use_features=False, use_segment_distance=False, use_prior=False)
+    baseline_config = tiny_config(coref_depth=1, top_span_ratio=0.8, **sizes)
+    baseline = BaselineCorefModel(baseline_config, tiny_encoder(seed=3)).eval()
+    document = tiny_tensors(make_document(num_segments=1), baseline_config)
+    with torch.no_grad():
+        output = baseline(document)
+    forms = {}
+    for score in ("paper", "calibrated"):
+        config = IncrementalConfig.from_baseline(
+            baseline_config, {"dropout_rate": 0.0, "score": score, "top_span_ratio": 0.8}
+        )
+        model = IncrementalCorefModel(config, tiny_encoder(seed=4)).eval()
+        copy_baseline_weights(model, baseline.state_dict())
+        forms[score] = model
+    model = forms["calibrated"]
+    with torch.no_grad():
+        hidden = model.encode_segment(document, 0)
+        starts, ends, embeddings, mention_scores = model.segment_spans(document, hidden, 0)
+    # One segment: the same kept spans, embeddings and mention scores as the baseline's.
+    assert torch.equal(starts, output.top_span_starts) and torch.equal(ends, output.top_span_ends)
+    torch.testing.assert_close(embeddings, output.top_span_emb)
+    compared = 0
+    for i in range(1, starts.shape[0]):
+        valid = output.top_antecedent_mask[i]
+        antecedents = output.top_antecedents[i][valid].tolist()
+        expected = output.top_antecedent_scores[i, 1:][valid]  # the baseline's score of each antecedent
+        for consolidated in (False, True):  # entities added in this segment, then carried over from an earlier one
+            memory = EntityMemory()
+            for j in antecedents:
+                projection = model.pair_scorer.project_candidates(embeddings[j][None])[0]
+                memory.add(embeddings[j], projection, (int(starts[j]), int(ends[j])), mention_scores[j])
+            if consolidated:
+                memory.consolidate()
+            with torch.no_grad():
+                calibrated = model.pair_scores(memory, embeddings[i], int(starts[i]), document.genre)
+                paper = forms["paper"].pair_scores(memory, embeddings[i], int(starts[i]), document.genre)
+            torch.testing.assert_close(calibrated + mention_scores[i], expected, rtol=1e-5, atol=1e-5)
+            # The paper's form lacks exactly the entity's mention score and the coarse term.
+            coarse = embeddings[antecedents] @ model.src_projection(embeddings[i])
+            paper_plus_terms = paper + mention_scores[i] + mention_scores[antecedents] + coarse
+            torch.testing.assert_close(paper_plus_terms, expected, rtol=1e-5, atol=1e-5)
+            compared += len(antecedents)
+    assert compared > 20
+
+
+def test_calibrated_entities_carry_their_most_recent_mentions_score():
+    for threshold, expected in ((-1e9, [7.0]), (1e9, [3.0, 7.0])):  # joins the first entity / a new one
+        model = IncrementalCorefModel(incremental_config(score="calibrated", threshold=threshold), tiny_encoder())
+        model.eval()
+        d = model.span_dim
+        mentions = torch.ones(2, d)
+        memory = EntityMemory()
+        with torch.no_grad():
+            model.resolve_spans(memory, [0, 4], [0, 4], mentions, torch.tensor([3.0, 7.0]), genre=0)
+        memory.consolidate()
+        assert memory.base_priors.tolist() == expected
+
+
+def memory_of(model: IncrementalCorefModel, count: int, updated: int) -> EntityMemory:
+    """``count`` entities carried over from an earlier segment, the first ``updated`` of them updated in this one."""
+    memory = EntityMemory()
+    for index in range(count):
+        embedding = torch.randn(model.span_dim)
+        projection = model.pair_scorer.project_candidates(embedding[None])[0]
+        memory.add(embedding, projection, (10 * index, 10 * index), torch.randn(()))
+    memory.consolidate()
+    for entity_id in range(updated):
+        embedding = torch.randn(model.span_dim)
+        projection = model.pair_scorer.project_candidates(embedding[None])[0]
+        memory.update(entity_id, embedding, projection, (500 + entity_id, 500 + entity_id), torch.randn(()))
+    return memory
+
+
+@pytest.mark.parametrize("score", ["paper", "calibrated"])
+def test_the_entity_prefilter_scores_the_top_k_by_coarse_score_exactly(score):
+    torch.manual_seed(0)
+    model = IncrementalCorefModel(incremental_config(score=score, max_top_entities=4), tiny_encoder()).eval()
+    memory = memory_of(model, count=12, updated=3)  # 15 columns, 3 of them superseded: 12 live entities
+    mention = torch.randn(model.span_dim)
+    source = model.src_projection(mention).detach()
+
+    def scores_with(limit, required=()):
+        model.config = replace(model.config, max_top_entities=limit)
+        with torch.no_grad():
+            return model.pair_scores(memory, mention, 1000, 0, mention_source=source, required=required)
+
+    reference = scores_with(None)
+    # K = the number of live entities (fewer than the columns): the pre-filter runs, every entity is scored.
+    torch.testing.assert_close(scores_with(12), reference)
+    # K = 4: the 4 best by coarse score get exactly their unfiltered scores, the rest -inf.
+    scores = scores_with(4)
+    columns = torch.cat([memory.base_embeddings, torch.stack(memory.fresh_embeddings)])
+    priors = torch.cat([memory.base_priors, torch.stack(memory.fresh_priors)])
+    coarse = columns @ source + priors
+    coarse[list(memory.superseded)] = float("-inf")
+    best = sorted(torch.topk(coarse, 4).indices.tolist())
+    assert torch.isfinite(scores).nonzero().flatten().tolist() == best
+    torch.testing.assert_close(scores[best], reference[best])
+    # In training the gold columns are among the K scored, whatever their coarse score.
+    worst = int(torch.argmin(coarse.masked_fill(torch.isinf(coarse), 1e9)))
+    with_gold = scores_with(4, required=[worst])
+    assert torch.isfinite(with_gold[worst]) and int(torch.isfinite(with_gold).sum()) == 4  # within the K
+    torch.testing.assert_close(with_gold[worst], reference[worst])
+
+
+def test_with_k_at_least_the_number_of_entities_the_decisions_are_identical(monkeypatch):
+    document = tiny_tensors(make_document(num_segments=3), tiny_config())
+
+    def decide(limit):
+        torch.manual_seed(0)
+        model = IncrementalCorefModel(incremental_config(threshold=0.0, max_top_entities=limit), tiny_encoder(seed=1))
+        with torch.no_grad():
+            return model.eval()(document)
+
+    unfiltered = decide(None)
+    entities = unfiltered.memory.max_active  # the most entities ever active at once
+    assert unfiltered.clusters and entities >= 2
+    calls = []
+    original = IncrementalCorefModel._prefiltered_scores
+    monkeypatch.setattr(IncrementalCorefModel, "_prefiltered_scores", lambda *args: calls.append(1) or original(*args))
+    filtered = decide(entities)  # K = the number of entities: the pre-filter runs when updates add columns
+    assert calls, "the pre-filter never ran"
+    assert filtered.clusters == unfiltered.clusters and filtered.kept_spans == unfiltered.kept_spans

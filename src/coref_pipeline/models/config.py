@@ -120,6 +120,9 @@ class BaselineConfig(SpanModelConfig):
 
 UPDATES = ("learned", "mean")
 LOSSES = ("latest_antecedent", "all_antecedents")
+# "paper": PAIRSCORE(m, e) + s_m(m). "calibrated": also the terms the baseline's antecedent score has,
+# s_m of the entity's most recent mention and the coarse bilinear (W g_m + b) . e.
+INCREMENTAL_SCORES = ("paper", "calibrated")
 
 
 @dataclass(frozen=True)
@@ -137,8 +140,15 @@ class IncrementalConfig(SpanModelConfig):
     alpha_hidden_size: int = 300
     evict_singleton_distance: int | None = 600  # subtokens; None = never evict
     evict_distance: int | None = 1200  # subtokens; None = never evict
+    evict_in_training: bool = True  # false: no eviction while training (the paper found it slightly better)
+    # A span that would start a new entity does not when its mention score is below this (None: always does).
+    min_mention_score: float | None = None
+    # The fine FFNN scores only the max_top_entities entities with the best coarse score
+    # (the baseline's bilinear + the entity's mention score); None: every active entity.
+    max_top_entities: int | None = None
     finetune_encoder: bool = False
     loss: str = "latest_antecedent"  # or "all_antecedents"
+    score: str = "paper"  # or "calibrated" (INCREMENTAL_SCORES)
     negative_sample_rate: float = 1.0  # share of non-gold spans that enter training
     teacher_forcing_rate: float = 0.0  # share of training decisions replaced by the gold one
     dropout_rate: float = 0.4
@@ -152,9 +162,13 @@ class IncrementalConfig(SpanModelConfig):
             raise ConfigError(f"update must be one of {list(UPDATES)}, got {self.update!r}")
         if self.loss not in LOSSES:
             raise ConfigError(f"loss must be one of {list(LOSSES)}, got {self.loss!r}")
+        if self.score not in INCREMENTAL_SCORES:
+            raise ConfigError(f"score must be one of {list(INCREMENTAL_SCORES)}, got {self.score!r}")
         for name in ("negative_sample_rate", "teacher_forcing_rate"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.max_top_entities is not None and self.max_top_entities < 1:
+            raise ConfigError(f"max_top_entities must be at least 1 or null, got {self.max_top_entities}")
         for name in ("evict_singleton_distance", "evict_distance"):
             if getattr(self, name) is not None and getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be a non-negative number of subtokens or null")

@@ -7,6 +7,11 @@ active entities:
 
     score(m, e) = PAIRSCORE(m, e) + s_m(m),   score(m, new entity) = threshold
 
+(``score: paper``), or, with ``score: calibrated``, plus the other terms of the
+baseline's antecedent score: s_m of the entity's most recent mention and the
+coarse bilinear term (W g_m + b) . e, so that an entity of one mention scores
+as the baseline scores that antecedent.
+
 PAIRSCORE is the baseline's fine FFNN with the mention in the target slot and
 the entity in the candidate slot (as the authors' code), the speaker feature
 replaced by zeros, the segment distance fixed at 0 and the distance bucket
@@ -54,11 +59,13 @@ class EntityMemory:
 
     base_embeddings: torch.Tensor | None = None  # [num_base, span_dim]
     base_projections: torch.Tensor | None = None  # [num_base, ffnn]: the pair scorer's candidate part
+    base_priors: torch.Tensor | None = None  # [num_base]: s_m of each entity's most recent mention
     base_ids: list[int] = field(default_factory=list)
     superseded: set[int] = field(default_factory=set)  # base rows with a fresh version
     fresh_ids: list[int] = field(default_factory=list)
     fresh_embeddings: list[torch.Tensor] = field(default_factory=list)  # each [span_dim]
     fresh_projections: list[torch.Tensor] = field(default_factory=list)  # each [ffnn]
+    fresh_priors: list[torch.Tensor] = field(default_factory=list)  # each a scalar
     mentions: dict[int, list[Span]] = field(default_factory=dict)  # every entity's mentions, in order
     last_start: dict[int, int] = field(default_factory=dict)  # start of each entity's most recent mention
     entity_of_span: dict[Span, int] = field(default_factory=dict)
@@ -81,11 +88,13 @@ class EntityMemory:
         row = self.base_ids.index(entity_id)
         return self.base_embeddings[row], self.base_projections[row]
 
-    def add(self, embedding: torch.Tensor, projection: torch.Tensor, span: Span) -> int:
+    def add(self, embedding: torch.Tensor, projection: torch.Tensor, span: Span, prior: torch.Tensor) -> int:
+        """A new entity of one mention (``prior``: that mention's score); its id."""
         entity_id = len(self.mentions)
         self.fresh_ids.append(entity_id)
         self.fresh_embeddings.append(embedding)
         self.fresh_projections.append(projection)
+        self.fresh_priors.append(prior)
         self.mentions[entity_id] = [span]
         self.last_start[entity_id] = span[0]
         self.entity_of_span[span] = entity_id
@@ -93,16 +102,21 @@ class EntityMemory:
         self.max_active = max(self.max_active, len(self.active))
         return entity_id
 
-    def update(self, entity_id: int, embedding: torch.Tensor, projection: torch.Tensor, span: Span) -> None:
+    def update(
+        self, entity_id: int, embedding: torch.Tensor, projection: torch.Tensor, span: Span, prior: torch.Tensor
+    ) -> None:
+        """The entity's new representation after ``span`` joined it (``prior``: that mention's score)."""
         if entity_id in self.fresh_ids:
             position = self.fresh_ids.index(entity_id)
             self.fresh_embeddings[position] = embedding
             self.fresh_projections[position] = projection
+            self.fresh_priors[position] = prior
         else:
             self.superseded.add(self.base_ids.index(entity_id))
             self.fresh_ids.append(entity_id)
             self.fresh_embeddings.append(embedding)
             self.fresh_projections.append(projection)
+            self.fresh_priors.append(prior)
         self.mentions[entity_id].append(span)
         self.last_start[entity_id] = span[0]
         self.entity_of_span[span] = entity_id
@@ -114,27 +128,32 @@ class EntityMemory:
         keep = [row for row in range(len(self.base_ids)) if row not in self.superseded]
         embeddings = [torch.stack(self.fresh_embeddings).detach()]
         projections = [torch.stack(self.fresh_projections).detach()]
+        priors = [torch.stack(self.fresh_priors).detach()]
         if keep:
             rows = torch.tensor(keep, dtype=torch.long, device=self.base_embeddings.device)
             embeddings.insert(0, self.base_embeddings.index_select(0, rows))
             projections.insert(0, self.base_projections.index_select(0, rows))
+            priors.insert(0, self.base_priors.index_select(0, rows))
         self.base_embeddings = torch.cat(embeddings)
         self.base_projections = torch.cat(projections)
+        self.base_priors = torch.cat(priors)
         self.base_ids = [self.base_ids[row] for row in keep] + self.fresh_ids
         self.superseded = set()
-        self.fresh_ids, self.fresh_embeddings, self.fresh_projections = [], [], []
+        self.fresh_ids, self.fresh_embeddings, self.fresh_projections, self.fresh_priors = [], [], [], []
 
     def evict(self, position: int, singleton_distance: int | None, distance: int | None) -> list[int]:
         """Consolidate, then remove the entities the policy names; return their ids.
 
-        An entity leaves when its most recent mention starts more than ``distance``
-        subtokens before ``position``, or more than ``singleton_distance`` when it
-        has a single mention. ``None`` switches a rule off.
+        An entity leaves when the midpoint of its most recent mention is more than
+        ``distance`` subtokens before ``position`` (as Xia et al. measure it), or more
+        than ``singleton_distance`` when it has a single mention. ``None`` switches a
+        rule off.
         """
         self.consolidate()
         leaving = []
         for entity_id in self.base_ids:
-            behind = position - self.last_start[entity_id]
+            start, end = self.mentions[entity_id][-1]
+            behind = position - (start + end) / 2
             single = len(self.mentions[entity_id]) == 1
             if (distance is not None and behind > distance) or (
                 singleton_distance is not None and single and behind > singleton_distance
@@ -147,6 +166,7 @@ class EntityMemory:
         rows = torch.tensor(keep, dtype=torch.long, device=self.base_embeddings.device)
         self.base_embeddings = self.base_embeddings.index_select(0, rows) if keep else None
         self.base_projections = self.base_projections.index_select(0, rows) if keep else None
+        self.base_priors = self.base_priors.index_select(0, rows) if keep else None
         self.base_ids = [self.base_ids[row] for row in keep]
         self.active -= gone
         self.evicted.extend(leaving)
@@ -214,8 +234,15 @@ class IncrementalCorefModel(nn.Module):
         self.pair_scorer = PairScorer(config, self.span_dim)
         # alpha = sigmoid(FFNN([e; m])): one hidden layer, ReLU (new, not in the baseline).
         self.alpha = FFNN(2 * self.span_dim, config.alpha_hidden_size, 1, 1, config.dropout_rate)
+        if self.uses_coarse:  # the baseline's coarse bilinear W (copied from it)
+            self.src_projection = nn.Linear(self.span_dim, self.span_dim)
         if not config.finetune_encoder:
             self.encoder.requires_grad_(False)
+
+    @property
+    def uses_coarse(self) -> bool:
+        """Whether the score or the entity pre-filter needs the baseline's coarse bilinear term."""
+        return self.config.score == "calibrated" or self.config.max_top_entities is not None
 
     def task_modules(self) -> list[nn.Module]:
         """Every module but the encoder (the task parameters)."""
@@ -263,20 +290,34 @@ class IncrementalCorefModel(nn.Module):
         genre: int,
         weights: tuple[torch.Tensor, ...] | None = None,
         mention_projection: torch.Tensor | None = None,
+        mention_source: torch.Tensor | None = None,
+        required: Sequence[int] = (),
     ) -> torch.Tensor:
         """PAIRSCORE(m, e) for every column of ``memory.columns()``, superseded ones -inf: ``[num_columns]``.
 
+        With ``max_top_entities`` K and more columns than K, only the K columns with the best
+        coarse score (and the ``required`` columns: the gold ones in training) go through the
+        fine FFNN; the others are -inf.
+
+        With ``score: calibrated`` each column also gets the entity's prior (s_m of its most
+        recent mention) and the coarse term ``mention_source . e``.
         ``weights``: the pair scorer's ``first_layer_parts()``, split once per segment;
-        ``mention_projection``: the mention's target projection ``[ffnn]``.
+        ``mention_projection``: the mention's target projection ``[ffnn]``;
+        ``mention_source``: ``src_projection(m)`` ``[D]`` (calibrated only).
         """
         weights = weights or self.pair_scorer.first_layer_parts()
         if mention_projection is None:
             mention_projection = self.pair_scorer.project_targets(mention[None], weights)[0]
-        context = (memory, mention, mention_projection, start, genre, weights)
+        if self.uses_coarse and mention_source is None:
+            mention_source = self.src_projection(mention)
+        context = (memory, mention, mention_projection, mention_source, start, genre, weights)
+        limit = self.config.max_top_entities
+        if limit is not None and len(memory.base_ids) + len(memory.fresh_ids) > limit:
+            return self._prefiltered_scores(memory, context, limit, required)
         parts = []
         if memory.base_ids:
             scores = self._score_against(
-                memory.base_embeddings, memory.base_projections, memory.base_ids, *context
+                memory.base_embeddings, memory.base_projections, memory.base_priors, memory.base_ids, *context
             )  # [num_base]
             if memory.superseded:
                 hidden = torch.zeros(len(memory.base_ids), dtype=torch.bool, device=scores.device)
@@ -286,17 +327,20 @@ class IncrementalCorefModel(nn.Module):
         if memory.fresh_ids:
             embeddings = torch.stack(memory.fresh_embeddings)  # [num_fresh, D]
             projections = torch.stack(memory.fresh_projections)  # [num_fresh, ffnn]
-            parts.append(self._score_against(embeddings, projections, memory.fresh_ids, *context))
+            priors = torch.stack(memory.fresh_priors)  # [num_fresh]
+            parts.append(self._score_against(embeddings, projections, priors, memory.fresh_ids, *context))
         return torch.cat(parts)
 
     def _score_against(
         self,
         entities: torch.Tensor,
         projections: torch.Tensor,
+        priors: torch.Tensor,
         ids: list[int],
         memory: EntityMemory,
         mention: torch.Tensor,
         mention_projection: torch.Tensor,
+        mention_source: torch.Tensor | None,
         start: int,
         genre: int,
         weights: tuple[torch.Tensor, ...],
@@ -305,7 +349,7 @@ class IncrementalCorefModel(nn.Module):
         distance = torch.tensor(distances, device=mention.device)  # [1, E]
         features = self.pair_scorer.features(None, genre, bucket_distance(distance), torch.zeros_like(distance))
         index = torch.arange(len(ids), device=mention.device).unsqueeze(0)  # [1, E]
-        return self.pair_scorer.scores(
+        scores = self.pair_scorer.scores(
             mention.unsqueeze(0),
             entities,
             index,
@@ -314,6 +358,42 @@ class IncrementalCorefModel(nn.Module):
             parts=weights,
             target_projection=mention_projection.unsqueeze(0),
         ).squeeze(0)  # [E]
+        if self.config.score == "calibrated":  # the baseline's s_m(j) and coarse terms
+            scores = scores + priors + (entities @ mention_source).float()
+        return scores
+
+    def _prefiltered_scores(
+        self, memory: EntityMemory, context: tuple, limit: int, required: Sequence[int]
+    ) -> torch.Tensor:
+        """``pair_scores`` through the coarse pre-filter: the fine FFNN on ``limit`` columns (+ ``required``)."""
+        mention_source = context[3]
+        embeddings, projections, priors = [], [], []
+        if memory.base_ids:
+            embeddings.append(memory.base_embeddings)
+            projections.append(memory.base_projections)
+            priors.append(memory.base_priors)
+        if memory.fresh_ids:
+            embeddings.append(torch.stack(memory.fresh_embeddings))
+            projections.append(torch.stack(memory.fresh_projections))
+            priors.append(torch.stack(memory.fresh_priors))
+        embeddings, projections, priors = torch.cat(embeddings), torch.cat(projections), torch.cat(priors)  # [C, .]
+        ids = memory.columns()
+        with torch.no_grad():
+            coarse = (embeddings @ mention_source).float() + priors  # [C]
+            if memory.superseded:
+                coarse[list(memory.superseded)] = float("-inf")
+            if required:
+                coarse[list(required)] = float("inf")
+            chosen = torch.topk(coarse, limit).indices  # [K]
+            if required:
+                chosen = torch.unique(torch.cat([chosen, torch.tensor(list(required), device=chosen.device)]))
+        fine = self._score_against(
+            embeddings[chosen], projections[chosen], priors[chosen], [ids[c] for c in chosen.tolist()], *context
+        )  # [K]
+        scores = fine.new_full((len(ids),), float("-inf")).index_copy(0, chosen, fine)
+        if memory.superseded:
+            scores = scores.index_fill(0, torch.tensor(sorted(memory.superseded), device=scores.device), float("-inf"))
+        return scores
 
     def update_weight(self, entity: torch.Tensor, mention: torch.Tensor, size: int) -> torch.Tensor | float:
         """UPDATE's ``a`` in ``e <- a e + (1 - a) m``: ``sigmoid(FFNN([e; m]))``, or ``size / (size + 1)`` (mean).
@@ -323,6 +403,11 @@ class IncrementalCorefModel(nn.Module):
         if self.config.update == "mean":
             return size / (size + 1)
         return torch.sigmoid(self.alpha(torch.cat([entity, mention]))).squeeze(0)  # scalar
+
+    def may_start_entity(self, mention_score: torch.Tensor) -> bool:
+        """False for a span too unlikely a mention to start an entity (``min_mention_score``; it may join one)."""
+        threshold = self.config.min_mention_score
+        return threshold is None or float(mention_score) >= threshold
 
     def resolve_spans(
         self,
@@ -340,6 +425,7 @@ class IncrementalCorefModel(nn.Module):
         weights = self.pair_scorer.first_layer_parts()
         target_projections = self.pair_scorer.project_targets(embeddings, weights)  # [k, ffnn]
         candidate_projections = self.pair_scorer.project_candidates(embeddings, weights)  # [k, ffnn]
+        sources = self.src_projection(embeddings) if self.uses_coarse else None  # [k, D]
         loss = None
         for index, span in enumerate(zip(starts, ends, strict=True)):
             is_gold = gold is not None and gold.is_gold(span)
@@ -348,18 +434,25 @@ class IncrementalCorefModel(nn.Module):
                     continue  # a non-gold span left out of this training pass
             mention = embeddings[index]  # [D]
             if len(memory) == 0:
-                memory.add(mention, candidate_projections[index], span)
+                if self.may_start_entity(mention_scores[index]):
+                    memory.add(mention, candidate_projections[index], span, mention_scores[index])
                 continue
-            scores = self.pair_scores(memory, mention, span[0], genre, weights, target_projections[index])
-            scores = scores + mention_scores[index]  # [columns]
-            logits = torch.cat([scores.new_full((1,), config.threshold), scores])  # [columns + 1], 0 = new entity
             columns = memory.columns()
-            choice = int(logits.detach().argmax())
+            gold_columns = [0]  # logits columns of the gold options (0: a new entity)
             if train and gold is not None:
                 targets = gold.target_ids(span, memory, config.loss == "all_antecedents")
                 column_of = {entity_id: column for column, entity_id in enumerate(columns) if entity_id in targets}
                 # An updated base entity appears twice; its fresh column (the later one) wins.
                 gold_columns = [column_of[entity_id] + 1 for entity_id in targets] or [0]
+            source = sources[index] if sources is not None else None
+            required = [column - 1 for column in gold_columns if column > 0]  # the pre-filter keeps them
+            scores = self.pair_scores(
+                memory, mention, span[0], genre, weights, target_projections[index], source, required
+            )  # [columns]
+            scores = scores + mention_scores[index]
+            logits = torch.cat([scores.new_full((1,), config.threshold), scores])  # [columns + 1], 0 = new entity
+            choice = int(logits.detach().argmax())
+            if train and gold is not None:
                 span_loss = torch.logsumexp(logits, 0) - torch.logsumexp(logits[gold_columns], 0)
                 loss = span_loss if loss is None else loss + span_loss
                 if (
@@ -368,7 +461,8 @@ class IncrementalCorefModel(nn.Module):
                 ):
                     choice = gold_columns[0]
             if choice == 0:
-                memory.add(mention, candidate_projections[index], span)
+                if self.may_start_entity(mention_scores[index]):
+                    memory.add(mention, candidate_projections[index], span, mention_scores[index])
             else:
                 entity_id = columns[choice - 1]
                 entity, projection = memory.embedding(entity_id)  # [D], [ffnn]
@@ -378,6 +472,7 @@ class IncrementalCorefModel(nn.Module):
                     alpha * entity + (1 - alpha) * mention,
                     alpha * projection + (1 - alpha) * candidate_projections[index],
                     span,
+                    mention_scores[index],
                 )
         return loss
 
@@ -418,7 +513,10 @@ class IncrementalCorefModel(nn.Module):
                     yield loss
                 total_loss += float(loss.detach())
             offset += length
-            memory.evict(offset, config.evict_singleton_distance, config.evict_distance)
+            if train and not config.evict_in_training:
+                memory.consolidate()
+            else:
+                memory.evict(offset, config.evict_singleton_distance, config.evict_distance)
         return IncrementalOutput(memory.clusters(), total_loss, memory, kept_spans)
 
     def forward(
@@ -450,7 +548,7 @@ def copy_baseline_weights(model: IncrementalCorefModel, baseline_state: dict[str
     mismatched = []
     missing = []
     for name, tensor in own.items():
-        if not name.startswith(("encoder.", "span_scorer.", "pair_scorer.")):
+        if not name.startswith(("encoder.", "span_scorer.", "pair_scorer.", "src_projection.")):
             continue
         if name not in baseline_state:
             missing.append(name)

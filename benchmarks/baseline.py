@@ -1,6 +1,6 @@
 """The baseline on the shared LitBank split with the packaged MiniLM: accuracy, speed, memory.
 
-Run: python benchmarks/baseline.py [--minutes 60] [--throughput-steps 30] [--skip-training]
+Run: python benchmarks/baseline.py [--minutes 60] [--throughput-steps 30] [--skip-training] [--work-dir DIR]
 
 1. Segments LitBank fold 0 (../shared/corpora/litbank) at max_segment_len 384.
 2. Trains the ``cpu_minilm`` preset (plus ``--set key=value`` overrides) on train,
@@ -69,7 +69,7 @@ def inference_ratio(trained: CorefModel, documents: list[dict]) -> dict[str, flo
     trained.model.eval()
 
     def encoder_only() -> None:
-        with torch.no_grad(), trained._autocast():
+        with torch.no_grad(), trained.inference_autocast():
             for document in tensors:
                 trained.model.encoder(document.input_ids, document.attention_mask)
 
@@ -146,11 +146,14 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="preset override")
     parser.add_argument("--throughput-steps", type=int, default=30)
     parser.add_argument("--skip-training", action="store_true", help="reuse the trained model in the work folder")
+    parser.add_argument("--work-dir", type=Path, default=WORK, help="where the run and results.json go")
+    parser.add_argument("--skip-inference", action="store_true", help="no inference timing")
     args = parser.parse_args()
+    work = args.work_dir
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not (LITBANK / "train.conll").is_file():
         sys.exit(f"shared LitBank corpus not found at {LITBANK}")
-    WORK.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
 
     presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
     overrides = {"num_epochs": args.epochs, "eval_frequency": 80, "checkpoint_frequency": 80}
@@ -162,22 +165,22 @@ def main() -> None:
 
     if not args.skip_training:
         started = time.perf_counter()
-        run = Run(WORK / "run", remove_singletons=True, log_params={"preset": "cpu_minilm"})
+        run = Run(work / "run", remove_singletons=True, log_params={"preset": "cpu_minilm"})
         train_baseline(corpus, model_config, training, run)
         results["wall_minutes"] = (time.perf_counter() - started) / 60
-    trained = CorefModel.load(WORK / "run" / "best")
-    state = json.loads((sorted((WORK / "run" / "checkpoints").glob("step-*"))[-1] / "state.json").read_text())
+    trained = CorefModel.load(work / "run" / "best")
+    state = json.loads((sorted((work / "run" / "checkpoints").glob("step-*"))[-1] / "state.json").read_text())
     train_state = state["train_state"]
     results["training_minutes"] = train_state["train_seconds"] / 60
     results["steps"] = train_state["global_step"]
     results["train_documents_per_second"] = train_state["global_step"] / train_state["train_seconds"]
     results["best_dev_conll_f1"] = train_state["best_f1"]
     results["best_step"] = train_state["best_step"]
-    curve_file = WORK / "run" / "dvclive" / "plots" / "metrics" / "dev" / "conll_f1.tsv"
+    curve_file = work / "run" / "dvclive" / "plots" / "metrics" / "dev" / "conll_f1.tsv"
     if curve_file.is_file():
         rows = [line.split("\t") for line in curve_file.read_text().splitlines()[1:]]
         results["dev_curve"] = [[int(step), round(float(value), 2)] for step, value in rows]
-        plot_learning_curve(WORK / "run" / "dvclive", WORK / "learning_curve.png")
+        plot_learning_curve(work / "run" / "dvclive", work / "learning_curve.png")
 
     test_documents = corpus.documents("test", model_config.max_segment_len)
     predictions = trained.predict_documents(test_documents, total=len(test_documents))
@@ -185,25 +188,33 @@ def main() -> None:
     results["test"] = {
         "conll_f1": 100 * test_scores.conll_f1,
         **{f"{m}_f1": 100 * test_scores[m].f1 for m in ("muc", "bcub", "ceafe")},
+        "mention_recall": 100 * test_scores.mentions.recall,
+        "mention_precision": 100 * test_scores.mentions.precision,
     }
-    results["inference"] = {
-        precision: inference_ratio(CorefModel.load(WORK / "run" / "best", precision=precision), test_documents)
+    results["inference"] = {} if args.skip_inference else {
+        precision: inference_ratio(CorefModel.load(work / "run" / "best", precision=precision), test_documents)
         for precision in ("32", "bf16-mixed")
     }
-    results["throughput_peer_config"] = throughput(corpus, args.throughput_steps)
+    if args.throughput_steps > 0:
+        results["throughput_peer_config"] = throughput(corpus, args.throughput_steps)
     results["peak_rss_mb"] = peak_memory_mb()
-    (WORK / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    (work / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 
     print(
         f"test CoNLL F1 {results['test']['conll_f1']:.2f} (best dev {results['best_dev_conll_f1']:.2f} at step "
         f"{results['best_step']} of {results['steps']})"
     )
-    print(f"training {results['training_minutes']:.1f} min, {results['train_documents_per_second']:.3f} documents/s")
-    peer = results["throughput_peer_config"]
     print(
-        f"peer configuration: {peer['seconds_per_document']:.2f} s/document "
-        f"({1 / peer['seconds_per_document']:.3f} documents/s) over {peer['steps']} steps"
+        f"test mentions: recall {results['test']['mention_recall']:.2f}, "
+        f"precision {results['test']['mention_precision']:.2f} (singletons removed from the key)"
     )
+    print(f"training {results['training_minutes']:.1f} min, {results['train_documents_per_second']:.3f} documents/s")
+    if "throughput_peer_config" in results:
+        peer = results["throughput_peer_config"]
+        print(
+            f"peer configuration: {peer['seconds_per_document']:.2f} s/document "
+            f"({1 / peer['seconds_per_document']:.3f} documents/s) over {peer['steps']} steps"
+        )
     for precision, inference in results["inference"].items():
         print(
             f"inference at {precision}: {inference['predict_seconds']:.2f} s vs encoder "

@@ -30,8 +30,7 @@ import yaml
 
 from coref_pipeline.evaluation.predictions import score_predictions, summary_metrics
 from coref_pipeline.inference import CorefModel
-from coref_pipeline.models.config import IncrementalConfig, TrainingConfig
-from coref_pipeline.models.config import INCREMENTAL_SCORES
+from coref_pipeline.models.config import INCREMENTAL_SCORES, IncrementalConfig, TrainingConfig
 from coref_pipeline.training import Run, build_incremental, incremental_settings, train_incremental
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -256,3 +256,21 @@ def test_bf16_inference_computes_in_bf16_on_fp32_weights(models, model_type, tmp
     assert result.clusters and fp32.predict(UNICODE_TEXT).words == result.words
     with pytest.raises(ValueError, match=r"inference precision must be one of \['32', 'bf16-mixed', '16-mixed'\]"):
         CorefModel.load(directory, precision="bf16")
+
+
+def test_an_incremental_model_saved_before_the_score_key_loads_with_the_papers_score(models, tmp_path):
+    import dataclasses
+
+    from coref_pipeline.models.incremental import IncrementalCorefModel
+
+    from .models.tiny import tiny_encoder, tiny_hf_tokenizer
+
+    config = dataclasses.replace(models["incremental"].config, score="paper")  # as every model before the key
+    directory = tmp_path / "old"
+    CorefModel("incremental", IncrementalCorefModel(config, tiny_encoder(seed=4)), tiny_hf_tokenizer()).save(directory)
+    stored = json.loads((directory / "coref_config.json").read_text())
+    assert stored["model"].pop("score") == "paper"
+    (directory / "coref_config.json").write_text(json.dumps(stored))
+    loaded = CorefModel.load(directory)
+    assert loaded.config.score == "paper" and not hasattr(loaded.model, "src_projection")
+    assert loaded.predict(UNICODE_TEXT).words

@@ -102,6 +102,8 @@ class CorefModel:
         if model_type not in MODEL_TYPES:
             raise ModelDirectoryError(f"{directory} holds a {model_type!r} model; known models: {sorted(MODEL_TYPES)}")
         config_class, model_class = MODEL_TYPES[model_type]
+        if model_type == "incremental" and "score" not in model_config:
+            model_config = {**model_config, "score": "paper"}  # saved before the key existed: the paper's form
         config = config_class.from_dict(model_config)
         if max_inference_subtokens is not None and model_type == "baseline":
             config = dataclasses.replace(config, max_inference_subtokens=max_inference_subtokens)
@@ -184,12 +186,12 @@ class CorefModel:
         was_training = self.model.training
         self.model.eval()
         try:
-            with torch.no_grad(), self._autocast():
+            with torch.no_grad(), self.inference_autocast():
                 yield
         finally:
             self.model.train(was_training)
 
-    def _autocast(self) -> AbstractContextManager:
+    def inference_autocast(self) -> AbstractContextManager:
         """The inference precision's autocast on the model's device (nothing at 32)."""
         if self.precision == "32":
             return nullcontext()

@@ -33,9 +33,10 @@ def test_initialisation_copies_the_baseline_scorers_exactly():
     alpha_before = {k: v.clone() for k, v in model.alpha.state_dict().items()}
     copied = copy_baseline_weights(model, baseline.state_dict())
     source = baseline.state_dict()
-    expected = [n for n in model.state_dict() if n.startswith(("encoder.", "span_scorer.", "pair_scorer."))]
+    copied_prefixes = ("encoder.", "span_scorer.", "pair_scorer.", "src_projection.")  # the last: score calibrated
+    expected = [n for n in model.state_dict() if n.startswith(copied_prefixes)]
     assert sorted(copied) == sorted(expected)
-    for prefix in ("span_scorer.", "pair_scorer."):
+    for prefix in ("span_scorer.", "pair_scorer.", "src_projection."):
         names = [n for n in expected if n.startswith(prefix)]
         assert names, prefix
         for name in names:
@@ -61,7 +62,7 @@ def test_a_baseline_of_other_sizes_is_a_clear_error():
 
 def test_pair_scores_are_the_fine_ffnn_over_mention_entity_product_and_features():
     torch.manual_seed(0)
-    model = IncrementalCorefModel(incremental_config(), tiny_encoder()).eval()
+    model = IncrementalCorefModel(incremental_config(score="paper"), tiny_encoder()).eval()
     d = model.span_dim
     memory = EntityMemory()
     for start in (0, 7, 30):

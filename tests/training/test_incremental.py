@@ -97,3 +97,28 @@ def test_a_killed_run_resumes_to_the_same_weights(tmp_path):
     for name in uninterrupted:
         assert torch.equal(uninterrupted[name], resumed[name]), name
     assert not torch.equal(uninterrupted["alpha.output.weight"], fresh_incremental().model.alpha.output.weight)
+
+
+def segment_losses(losses_of, document) -> list[float]:
+    values = []
+    for loss in losses_of(document):
+        values.append(float(loss.detach()))
+    return values
+
+
+def test_the_encoder_cache_gives_the_same_losses_and_keeps_to_its_memory_limit():
+    from coref_pipeline.training.incremental import EncoderCache
+
+    trained = fresh_incremental()
+    model = trained.model.train()
+    tensors = [trained.tensorize(document) for document in DOCUMENTS]
+    one_document = sum(model.encode_segment(tensors[0], index).numel() * 4 for index in range(tensors[0].num_segments))
+    for limit, cached in ((None, 3), (one_document, 1), (0, 0)):
+        cache = EncoderCache(model, limit)
+        for _ in range(2):  # two epochs: the second reads the cache
+            for document in tensors:
+                torch.manual_seed(0)
+                from_cache = segment_losses(cache.losses, document)
+                torch.manual_seed(0)
+                assert from_cache == segment_losses(model.training_losses, document)
+        assert len(cache.outputs) == cached and (limit is None or cache.bytes <= limit)

@@ -40,29 +40,44 @@ def build_incremental(baseline: CorefModel, config: IncrementalConfig) -> CorefM
 
 
 class EncoderCache:
-    """A frozen encoder's segment outputs, computed once per document and run (same numbers, less time)."""
+    """A frozen encoder's segment outputs, computed once per document and run (same numbers, less time).
 
-    def __init__(self, model: IncrementalCorefModel) -> None:
+    Documents are cached in the order they are first seen until the cache holds ``limit_bytes``
+    (None: no limit); the outputs of the documents beyond are recomputed at every visit.
+    """
+
+    def __init__(self, model: IncrementalCorefModel, limit_bytes: int | None = None) -> None:
         self.model = model
+        self.limit_bytes = limit_bytes
         self.outputs: dict[str, list[torch.Tensor]] = {}
+        self.bytes = 0
 
     def losses(self, document: DocumentTensors):
-        if document.doc_key not in self.outputs:
-            self.outputs[document.doc_key] = [
-                self.model.encode_segment(document, index) for index in range(document.num_segments)
-            ]
-        return self.model.training_losses(document, segment_hidden=self.outputs[document.doc_key].__getitem__)
+        outputs = self.outputs.get(document.doc_key)
+        if outputs is None:
+            outputs = [self.model.encode_segment(document, index) for index in range(document.num_segments)]
+            size = sum(output.numel() * output.element_size() for output in outputs)
+            if self.limit_bytes is None or self.bytes + size <= self.limit_bytes:
+                self.outputs[document.doc_key] = outputs
+                self.bytes += size
+        return self.model.training_losses(document, segment_hidden=outputs.__getitem__)
 
 
 def incremental_recipe(
-    trained: CorefModel, training: TrainingConfig, start_fingerprint: str, cache_encoder_outputs: bool = True
+    trained: CorefModel,
+    training: TrainingConfig,
+    start_fingerprint: str,
+    cache_encoder_outputs: bool = True,
+    encoder_cache_mb: int | None = None,
 ) -> Recipe:
     """Whole documents read segment by segment, one optimiser step per document (the paper's):
     Adam at a constant rate for the task, and AdamW for the encoder when it is fine-tuned.
-    ``start_fingerprint`` identifies the weights the run starts from."""
+    ``start_fingerprint`` identifies the weights the run starts from; a frozen encoder's
+    outputs are cached (``cache_encoder_outputs``), at most ``encoder_cache_mb`` of them."""
     model: IncrementalCorefModel = trained.model
     finetune = model.config.finetune_encoder
-    losses = EncoderCache(model).losses if cache_encoder_outputs and not finetune else model.training_losses
+    limit = None if encoder_cache_mb is None else encoder_cache_mb * 2**20
+    losses = EncoderCache(model, limit).losses if cache_encoder_outputs and not finetune else model.training_losses
     return Recipe(
         losses=losses,
         optimisers=partial(model_optimisers, model, training, train_encoder=finetune, task_schedule="constant"),
@@ -78,11 +93,12 @@ def train_incremental(
     training: TrainingConfig,
     run: Run,
     cache_encoder_outputs: bool = True,
+    encoder_cache_mb: int | None = None,
 ) -> CorefModel:
     """Initialise from the baseline, train on train, select on dev: what ``incremental_train`` runs."""
     resolve_device(training.device)  # an absent device is named before anything is built
     seed_everything(training.seed)
     trained = build_incremental(baseline, config)
     start = tensors_fingerprint(baseline.model.state_dict())
-    recipe = incremental_recipe(trained, training, start, cache_encoder_outputs)
+    recipe = incremental_recipe(trained, training, start, cache_encoder_outputs, encoder_cache_mb)
     return fit_on_corpus(trained, recipe, corpus, training, run)

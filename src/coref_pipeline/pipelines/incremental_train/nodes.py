@@ -26,4 +26,6 @@ def train(
     config, training = incremental_settings(baseline, parameters.model, parameters.training)
     corpus = SegmentedCorpus(segmented, segmentation)
     run = Run(parameters.work_dir, remove_singletons, parameters.restart, dev_key=gold_key(dev_gold))
-    return train_incremental(baseline, corpus, config, training, run, parameters.cache_encoder_outputs)
+    return train_incremental(
+        baseline, corpus, config, training, run, parameters.cache_encoder_outputs, parameters.encoder_cache_mb
+    )

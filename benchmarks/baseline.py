@@ -191,10 +191,14 @@ def main() -> None:
         "mention_recall": 100 * test_scores.mentions.recall,
         "mention_precision": 100 * test_scores.mentions.precision,
     }
-    results["inference"] = {} if args.skip_inference else {
-        precision: inference_ratio(CorefModel.load(work / "run" / "best", precision=precision), test_documents)
-        for precision in ("32", "bf16-mixed")
-    }
+    results["inference"] = (
+        {}
+        if args.skip_inference
+        else {
+            precision: inference_ratio(CorefModel.load(work / "run" / "best", precision=precision), test_documents)
+            for precision in ("32", "bf16-mixed")
+        }
+    )
     if args.throughput_steps > 0:
         results["throughput_peer_config"] = throughput(corpus, args.throughput_steps)
     results["peak_rss_mb"] = peak_memory_mb()

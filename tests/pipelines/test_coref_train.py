@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from coref_pipeline.evaluation.report import EvaluateSettings, evaluate_predictions
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import ConfigError, baseline_settings
 from coref_pipeline.pipelines.coref_train.nodes import train
@@ -77,6 +78,8 @@ def test_train_predict_and_score(encoder_dir, tmp_path):
     metrics = score_dev(predictions, dev_gold(), False)
     assert set(metrics) == {"conll_f1", "muc_f1", "bcub_f1", "ceafe_f1", "lea_f1"}
     assert 0 <= metrics["conll_f1"] <= 100
+    # The {model}_dev_metrics file holds what `evaluate` computes for the same predictions.
+    assert metrics == evaluate_predictions(predictions, dev_gold(), EvaluateSettings()).metrics
 
 
 def test_data_segmented_with_another_tokenizer_is_refused(encoder_dir, tmp_path, minilm_tokenizer):

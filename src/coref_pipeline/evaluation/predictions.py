@@ -88,8 +88,8 @@ def score_predictions(
     """
     response = {document["doc_key"]: word_clusters(document) for document in predictions}
     if key is None:
-        key = GoldKey({document["doc_key"]: word_clusters(document, "clusters") for document in predictions},
-                      "the gold clusters")  # fmt: skip
+        own = {document["doc_key"]: word_clusters(document, "clusters") for document in predictions}
+        key = GoldKey(own, "the gold clusters")
     return score_documents(
         key.clusters, response, metrics, remove_singletons=remove_singletons, key_source=key.source,
         response_source="the predictions",

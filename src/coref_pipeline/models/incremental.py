@@ -67,7 +67,6 @@ class EntityMemory:
     fresh_projections: list[torch.Tensor] = field(default_factory=list)  # each [ffnn]
     fresh_priors: list[torch.Tensor] = field(default_factory=list)  # each a scalar
     mentions: dict[int, list[Span]] = field(default_factory=dict)  # every entity's mentions, in order
-    last_start: dict[int, int] = field(default_factory=dict)  # start of each entity's most recent mention
     entity_of_span: dict[Span, int] = field(default_factory=dict)
     active: set[int] = field(default_factory=set)
     evicted: list[int] = field(default_factory=list)
@@ -96,7 +95,6 @@ class EntityMemory:
         self.fresh_projections.append(projection)
         self.fresh_priors.append(prior)
         self.mentions[entity_id] = [span]
-        self.last_start[entity_id] = span[0]
         self.entity_of_span[span] = entity_id
         self.active.add(entity_id)
         self.max_active = max(self.max_active, len(self.active))
@@ -118,7 +116,6 @@ class EntityMemory:
             self.fresh_projections.append(projection)
             self.fresh_priors.append(prior)
         self.mentions[entity_id].append(span)
-        self.last_start[entity_id] = span[0]
         self.entity_of_span[span] = entity_id
 
     def consolidate(self) -> None:
@@ -345,7 +342,7 @@ class IncrementalCorefModel(nn.Module):
         genre: int,
         weights: tuple[torch.Tensor, ...],
     ) -> torch.Tensor:
-        distances = [[abs(start - memory.last_start[entity_id]) for entity_id in ids]]
+        distances = [[abs(start - memory.mentions[entity_id][-1][0]) for entity_id in ids]]  # from the latest
         distance = torch.tensor(distances, device=mention.device)  # [1, E]
         features = self.pair_scorer.features(None, genre, bucket_distance(distance), torch.zeros_like(distance))
         index = torch.arange(len(ids), device=mention.device).unsqueeze(0)  # [1, E]

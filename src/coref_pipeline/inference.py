@@ -94,7 +94,7 @@ class CorefModel:
         incremental model has none). ``device``: ``cpu`` (default), ``auto`` (a GPU
         when there is one), ``cuda``, ``cuda:N`` or ``mps``; one that is absent is a
         :class:`~coref_pipeline.devices.DeviceError`. ``precision``: ``32`` (default) or
-        ``bf16-mixed`` / ``16-mixed``, computed under autocast (bf16: about 1.4x faster on a
+        ``bf16-mixed`` / ``16-mixed``, computed under autocast (bf16: 1.56x faster on a
         CPU with bf16 units, LitBank test F1 within 0.15; see docs/benchmarks.md).
         """
         target = resolve_device(device)

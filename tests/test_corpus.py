@@ -48,7 +48,9 @@ def test_settings_reject_unknown_keys_and_wrong_types():
         PreprocessSettings.from_dict({"min_colums": 12})
     with pytest.raises(ConfigError, match=r"preprocess key 'min_columns': 'twelve' is not an integer"):
         PreprocessSettings.from_dict({"min_columns": "twelve"})
-    with pytest.raises(ConfigError, match=r"segment key 'max_segment_lens': 'abc' is not a list of integers or null"):
+    with pytest.raises(
+        ConfigError, match=r"segment key 'max_segment_lens': 'abc' is not a list of integers or strings or null"
+    ):
         SegmentSettings.from_dict({"max_segment_lens": "abc"})
 
 

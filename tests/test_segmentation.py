@@ -10,7 +10,9 @@ import pytest
 from coref_pipeline.conll import normalize_word, parse_conll_lines, read_conll
 from coref_pipeline.pretrained import load_tokenizer
 from coref_pipeline.segmentation import (
+    MAX_SENTENCE_SEGMENT_LEN,
     SegmentationError,
+    SegmentLength,
     SpecialTokens,
     TokenizedDocument,
     check_document,
@@ -142,6 +144,39 @@ def test_split_into_segments_prefers_sentence_ends_then_word_ends():
         split_into_segments(sentence_end, np.array([0, 0, 0, 0, 0, 0, 0, 1], dtype=bool), 4)
 
 
+def test_split_into_segments_by_number_of_sentences():
+    # Sentences of 2, 3, 1 and 4 subtokens; word ends everywhere.
+    sentence_end = np.zeros(10, dtype=bool)
+    sentence_end[[1, 4, 5, 9]] = True
+    token_end = np.ones(10, dtype=bool)
+    assert split_into_segments(sentence_end, token_end, 64, max_sentences=1) == [(0, 1), (2, 4), (5, 5), (6, 9)]
+    assert split_into_segments(sentence_end, token_end, 64, max_sentences=2) == [(0, 4), (5, 9)]
+    assert split_into_segments(sentence_end, token_end, 64, max_sentences=3) == [(0, 5), (6, 9)]
+    # The subtoken limit still holds: 3 sentences would be 6 subtokens, a segment of 6 holds 4.
+    assert split_into_segments(sentence_end, token_end, 6, max_sentences=3) == [(0, 1), (2, 5), (6, 9)]
+    # A sentence longer than a segment is split at a word end, as minimize.py splits it.
+    assert split_into_segments(sentence_end, token_end, 4, max_sentences=1) == [
+        (0, 1),
+        (2, 3),
+        (4, 4),
+        (5, 5),
+        (6, 7),
+        (8, 9),
+    ]
+    assert split_into_segments(sentence_end, token_end, 64) == [(0, 9)]
+    with pytest.raises(SegmentationError, match="max_sentences must be at least 1"):
+        split_into_segments(sentence_end, token_end, 64, max_sentences=0)
+
+
+def test_segment_length_labels():
+    assert SegmentLength.parse(384) == SegmentLength(384) and SegmentLength.parse("384").label == 384
+    assert SegmentLength.parse("5sent") == SegmentLength(MAX_SENTENCE_SEGMENT_LEN, 5)
+    assert SegmentLength.parse("5sent").label == "5sent"
+    for bad in ("5 sentences", "0sent", "sent", "2", 2, True, "abc", -1):
+        with pytest.raises(ValueError, match="segment length"):
+            SegmentLength.parse(bad)
+
+
 def test_tokenize_documents_matches_tokenizing_each_word(minilm_tokenizer):
     words = [["Hello", "world", "Kowalczyk's", "café", "/."], ["naïve", "Hello"]]
     tokenized = tokenize_documents(words, minilm_tokenizer, chunk_size=2)
@@ -195,6 +230,40 @@ def test_invariants_on_every_litbank_document(litbank_documents, minilm_tokenize
             for start, end in cluster:
                 assert flat[start] not in ("[CLS]", "[SEP]") and flat[end] not in ("[CLS]", "[SEP]")
                 assert result["sentence_map"][start] == result["sentence_map"][end]
+
+
+@pytest.mark.parametrize("sentences", [1, 5, 10])
+def test_sentence_segments_on_every_litbank_document(litbank_documents, minilm_tokenizer, sentences):
+    words = [[normalize_word(word) for word in document.words] for document in litbank_documents[:20]]
+    tokenized = tokenize_documents(words, minilm_tokenizer)
+    special = SpecialTokens.from_tokenizer(minilm_tokenizer)
+    length = SegmentLength.parse(f"{sentences}sent")
+    for document, tokens in zip(litbank_documents[:20], tokenized, strict=True):
+        arguments = (document.doc_key, tokens, document.sentence_ids, document.speakers, document.pos)
+        result = segment_document(
+            *arguments, document.clusters, length.subtokens, special, max_sentences=length.sentences
+        )
+        check_document(result, length.subtokens)
+        sentence_of_word = np.asarray(document.sentence_ids)
+        subtoken_map, position = result["subtoken_map"], 0
+        for segment in result["sentences"]:
+            inner = subtoken_map[position + 1 : position + len(segment) - 1]
+            position += len(segment)
+            held = set(sentence_of_word[inner].tolist())
+            assert len(held) <= sentences, (document.doc_key, sorted(held))
+            if len(segment) < length.subtokens - 1:  # not cut by the subtoken limit: ends on a sentence end
+                last_word = inner[-1]
+                assert (
+                    last_word == len(sentence_of_word) - 1
+                    or sentence_of_word[last_word + 1] != sentence_of_word[last_word]
+                )
+        # The same subtokens as the minimize.py segmentation, only cut elsewhere; the same clusters in words.
+        plain = segment_document(*arguments, document.clusters, 512, special)
+        assert [t for s in result["sentences"] for t in s[1:-1]] == [t for s in plain["sentences"] for t in s[1:-1]]
+        back = {frozenset((subtoken_map[s], subtoken_map[e]) for s, e in cluster) for cluster in result["clusters"]}
+        assert back == {frozenset(cluster) for cluster in document.clusters}, document.doc_key
+        if sentences == 1:  # one sentence a segment: as many segments as sentences (none is over 510 subtokens here)
+            assert len(result["sentences"]) >= len(set(document.sentence_ids))
 
 
 def test_check_document_catches_a_broken_document(minilm_tokenizer):

@@ -29,7 +29,11 @@ def _type_name(hint: Any) -> str:
         return "a mapping of keys to values"
     if typing.get_origin(hint) is tuple:
         element = typing.get_args(hint)[0]
-        return "a list of " + {int: "integers", float: "numbers", str: "strings"}.get(element, str(element))
+        plural = {int: "integers", float: "numbers", str: "strings"}
+        elements = (
+            typing.get_args(element) if typing.get_origin(element) in (typing.Union, types.UnionType) else [element]
+        )
+        return "a list of " + " or ".join(plural.get(item, str(item)) for item in elements)
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(hint, str(hint))
 
 

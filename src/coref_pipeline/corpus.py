@@ -27,7 +27,7 @@ from coref_pipeline.conll import (
     parse_conll_lines,
 )
 from coref_pipeline.pretrained import load_tokenizer
-from coref_pipeline.segmentation import SegmentationMismatchError, SegmentationRecord, segment_words
+from coref_pipeline.segmentation import SegmentationMismatchError, SegmentationRecord, SegmentLength, segment_words
 
 logger = logging.getLogger(__name__)
 
@@ -63,15 +63,21 @@ class SegmentSettings(Config):
     what: ClassVar[str] = "segment"
 
     tokenizer: str | None = None  # embedded:minilm, a hub id or a folder; null: the preset's
-    max_segment_lens: tuple[int, ...] | None = None  # null: the preset's max_segment_len
+    # SegmentLength labels: subtokens (384) or sentences ("5sent"); null: the preset's segment length
+    max_segment_lens: tuple[int | str, ...] | None = None
     language: str = "english"  # the partitions' names: {split}.{language}.{max_segment_len}
     include_tokens: bool = True  # add the words as a "tokens" field (minimize.py does not write it)
 
     def __post_init__(self) -> None:
-        if self.max_segment_lens is not None and (
-            not self.max_segment_lens or any(length < 3 for length in self.max_segment_lens)
-        ):
-            raise ConfigError(f"segment key 'max_segment_lens': lengths of at least 3, got {self.max_segment_lens}")
+        if self.max_segment_lens is None:
+            return
+        if not self.max_segment_lens:
+            raise ConfigError("segment key 'max_segment_lens': an empty list (null: the preset's length)")
+        try:
+            labels = tuple(SegmentLength.parse(length).label for length in self.max_segment_lens)
+        except ValueError as error:
+            raise ConfigError(f"segment key 'max_segment_lens': {error}") from None
+        object.__setattr__(self, "max_segment_lens", labels)
 
 
 def documents_to_frame(
@@ -114,15 +120,15 @@ def preprocess_corpus(conll_file: ConllFile, settings: PreprocessSettings = Prep
     return documents_to_frame(documents, settings.genres, settings.default_genre)
 
 
-def partition_name(split: str, language: str, max_segment_len: int) -> str:
-    """The jsonlines partition of a split at a segment length, named as ``minimize.py`` names files."""
+def partition_name(split: str, language: str, max_segment_len: int | str) -> str:
+    """The jsonlines partition of a split at a segment length (a ``SegmentLength`` label), named as ``minimize.py`` names files."""
     return f"{split}.{language}.{max_segment_len}"
 
 
 def segment_corpus(
     frames: Mapping[str, pd.DataFrame],
     tokenizer_name: str,
-    max_segment_lens: Sequence[int],
+    max_segment_lens: Sequence[int | str],
     language: str = "english",
     include_tokens: bool = True,
 ) -> tuple[dict[str, list[dict[str, Any]]], SegmentationRecord]:
@@ -147,8 +153,8 @@ class SegmentedCorpus:
         self.partitions = partitions
         self.record = SegmentationRecord.from_dict(record) if isinstance(record, Mapping) else record
 
-    def documents(self, split: str, max_segment_len: int) -> list[dict[str, Any]]:
-        """The documents of one split at one segment length."""
+    def documents(self, split: str, max_segment_len: int | str) -> list[dict[str, Any]]:
+        """The documents of one split at one segment length (a ``SegmentLength`` label: 384, "5sent")."""
         name = partition_name(split, self.record.language, max_segment_len)
         if name not in self.partitions:
             raise SegmentationMismatchError(
@@ -158,7 +164,7 @@ class SegmentedCorpus:
         partition = self.partitions[name]
         return partition() if callable(partition) else partition
 
-    def check_tokenizer(self, tokenizer_name: str, tokenizer: Any, max_segment_len: int, what: str) -> None:
+    def check_tokenizer(self, tokenizer_name: str, tokenizer: Any, max_segment_len: int | str, what: str) -> None:
         """Refuse documents segmented with another tokenizer (or at another length) than ``what`` uses."""
         self.record.check(
             tokenizer_name,
@@ -170,7 +176,10 @@ class SegmentedCorpus:
 
 
 def segment_for_model(
-    frames: Mapping[str, pd.DataFrame], settings: SegmentSettings, model_tokenizer: str, model_max_segment_len: int
+    frames: Mapping[str, pd.DataFrame],
+    settings: SegmentSettings,
+    model_tokenizer: str,
+    model_max_segment_len: int | str,
 ) -> tuple[dict[str, list[dict[str, Any]]], SegmentationRecord]:
     """Segment for the model that will read the segments: its tokenizer and length unless ``settings`` name others."""
     tokenizer = settings.tokenizer or model_tokenizer

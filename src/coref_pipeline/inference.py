@@ -37,6 +37,7 @@ from coref_pipeline.results import CorefResult, result_from_split
 from coref_pipeline.segmentation import (
     SegmentationMismatchError,
     SegmentationRecord,
+    SegmentLength,
     SpecialTokens,
     check_vocabulary,
     segment_document,
@@ -124,7 +125,7 @@ class CorefModel:
         config = self.config
         resegment = (
             f"coref-pipeline minimize INPUT.conll {source} --tokenizer {config.tokenizer_name} "
-            f"--seg-len {config.max_segment_len}"
+            f"--seg-len {config.segment_length}"
         )
         what = "the model"
         try:
@@ -145,13 +146,17 @@ class CorefModel:
         self.model.to(resolve_device(device))
         return self
 
-    def tensorize(self, document: dict[str, Any]) -> DocumentTensors:
-        """A jsonlines document as tensors on the model's device."""
+    def tensorize(self, document: dict[str, Any], max_segment_len: int | None = None) -> DocumentTensors:
+        """A jsonlines document as tensors on the model's device.
+
+        ``max_segment_len``: the longest segment accepted (default: the model's own); a longer
+        one, up to the encoder's positions, is for reading segments of another length.
+        """
         config = self.config
         return tensorize(
             document,
             self.tokenizer,
-            config.max_segment_len,
+            max(max_segment_len or config.max_segment_len, config.max_segment_len),
             config.genres,
             config.default_genre,
             config.max_num_speakers,
@@ -199,26 +204,53 @@ class CorefModel:
         return torch.autocast(device_type=self.device.type, dtype=dtype)
 
     def predict_documents(
-        self, documents: Iterable[dict[str, Any]], progress: bool = True, total: int | None = None
+        self,
+        documents: Iterable[dict[str, Any]],
+        progress: bool = True,
+        total: int | None = None,
+        segment_length: int | str | None = None,
     ) -> list[dict[str, Any]]:
-        """Each jsonlines document with ``predicted_clusters`` added (subtoken spans)."""
+        """Each jsonlines document with ``predicted_clusters`` added (subtoken spans).
+
+        ``segment_length``: the documents' segment length when it is not the model's
+        (a ``SegmentLength`` label: 512, "5sent"; see ``corpus_documents``).
+        """
+        max_segment_len = self.readable_segment_len(segment_length)
         documents = tqdm(documents, total=total, desc="predict", unit="doc", disable=not progress)
-        return [self.predict_jsonlines(document) for document in documents]
+        return [self.predict_jsonlines(document, max_segment_len) for document in documents]
 
-    def corpus_documents(self, corpus: SegmentedCorpus, split: str) -> list[dict[str, Any]]:
-        """One split of a segmented corpus at the model's segment length; refused if segmented for another tokenizer."""
+    def readable_segment_len(self, segment_length: int | str | None) -> int:
+        """The longest segment accepted from documents segmented at ``segment_length``: the model's
+        own length (None), else as many subtokens as the encoder has positions."""
         config = self.config
-        corpus.check_tokenizer(config.tokenizer_name, self.tokenizer, config.max_segment_len, "the model")
-        return corpus.documents(split, config.max_segment_len)
+        if segment_length is None:
+            return config.max_segment_len
+        length = SegmentLength.parse(segment_length)
+        positions = getattr(getattr(self.model.encoder.model, "config", None), "max_position_embeddings", None)
+        return max(positions or length.subtokens, config.max_segment_len)
 
-    def predict_corpus(self, corpus: SegmentedCorpus, split: str) -> list[dict[str, Any]]:
+    def corpus_documents(
+        self, corpus: SegmentedCorpus, split: str, segment_length: int | str | None = None
+    ) -> list[dict[str, Any]]:
+        """One split of a segmented corpus at the model's segment length, or at ``segment_length`` (a
+        ``SegmentLength`` label: the model may read other lengths, as in Xia et al.'s study); refused if
+        segmented for another tokenizer."""
+        config = self.config
+        length = config.segment_length if segment_length is None else SegmentLength.parse(segment_length).label
+        corpus.check_tokenizer(config.tokenizer_name, self.tokenizer, length, "the model")
+        return corpus.documents(split, length)
+
+    def predict_corpus(
+        self, corpus: SegmentedCorpus, split: str, segment_length: int | str | None = None
+    ) -> list[dict[str, Any]]:
         """One split of a segmented corpus with ``predicted_clusters`` (see ``corpus_documents``)."""
-        documents = self.corpus_documents(corpus, split)
-        return self.predict_documents(documents, total=len(documents))
+        documents = self.corpus_documents(corpus, split, segment_length)
+        return self.predict_documents(documents, total=len(documents), segment_length=segment_length)
 
-    def predict_jsonlines(self, document: Mapping[str, Any]) -> dict[str, Any]:
-        """One jsonlines document with ``predicted_clusters`` added (subtoken spans)."""
-        clusters = self.predict_tensors(self.tensorize(document))
+    def predict_jsonlines(self, document: Mapping[str, Any], max_segment_len: int | None = None) -> dict[str, Any]:
+        """One jsonlines document with ``predicted_clusters`` added (subtoken spans); ``max_segment_len``
+        as in ``tensorize``."""
+        clusters = self.predict_tensors(self.tensorize(document, max_segment_len))
         return {**document, "predicted_clusters": [[list(span) for span in cluster] for cluster in clusters]}
 
     # ------------------------------------------------------------ raw text
@@ -296,6 +328,7 @@ class CorefModel:
             clusters=[],
             max_segment_len=config.max_segment_len,
             special=SpecialTokens.from_tokenizer(self.tokenizer),
+            max_sentences=config.segment_sentences,
         )
 
     def span_representations(self, result: CorefResult) -> tuple[np.ndarray, np.ndarray]:

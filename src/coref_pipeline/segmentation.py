@@ -5,6 +5,9 @@ Reproduces ``minimize.py`` of the original BERT coreference code exactly:
 * segments are ``[CLS] + subtokens + [SEP]``, at most ``max_segment_len`` long,
   filled greedily with whole sentences; a sentence longer than a segment is
   split at a word boundary; if a single word does not fit, it is an error;
+  (new, for Xia et al.'s segment-length study: a :class:`SegmentLength` of
+  ``N`` sentences, written ``"Nsent"``, also ends a segment after ``N`` sentences,
+  within ``MAX_SENTENCE_SEGMENT_LEN`` subtokens;)
 * ``subtoken_map``: each subtoken's word index; ``[CLS]`` carries the previous
   segment's last word index (0 in the first segment), ``[SEP]`` its own
   segment's last word index;
@@ -44,12 +47,52 @@ logger = logging.getLogger(__name__)
 SPEAKER_PLACEHOLDER = "[SPL]"
 
 
+# Subtokens a segment of whole sentences may hold (BERT's positions); a longer group is split as minimize.py splits.
+MAX_SENTENCE_SEGMENT_LEN = 512
+SENTENCES_SUFFIX = "sent"  # "5sent": segments of 5 sentences
+
+
 class SegmentationError(UserError, ValueError):
     """A document that cannot be split into segments of the requested length."""
 
 
 class SegmentationMismatchError(UserError, ValueError):
     """Documents segmented with another tokenizer or segment length than the model's."""
+
+
+@dataclass(frozen=True)
+class SegmentLength:
+    """How long segments are: at most ``subtokens`` subtokens and, when set, at most ``sentences`` sentences.
+
+    Written as its ``label``: an integer (subtokens, minimize.py's ``--seg-len``)
+    or ``"Nsent"`` (N sentences within ``MAX_SENTENCE_SEGMENT_LEN`` subtokens). The
+    label names the jsonlines partition (``{split}.{language}.{label}``).
+    """
+
+    subtokens: int
+    sentences: int | None = None
+
+    @classmethod
+    def parse(cls, value: int | str) -> SegmentLength:
+        """``384`` or ``"384"``: subtokens; ``"5sent"``: sentences. Raises ``ValueError`` on anything else."""
+        text = str(value).strip()
+        if text.endswith(SENTENCES_SUFFIX) and text[: -len(SENTENCES_SUFFIX)].isdigit():
+            sentences = int(text[: -len(SENTENCES_SUFFIX)])
+            if sentences < 1:
+                raise ValueError(f"segment length {value!r}: at least 1 sentence")
+            return cls(MAX_SENTENCE_SEGMENT_LEN, sentences)
+        if isinstance(value, bool) or not text.isdigit():
+            raise ValueError(
+                f"segment length {value!r}: a number of subtokens (e.g. 384) or of sentences (e.g. '5{SENTENCES_SUFFIX}')"
+            )
+        if int(text) < 3:
+            raise ValueError(f"segment length {value!r}: at least 3 subtokens ([CLS], a word, [SEP])")
+        return cls(int(text))
+
+    @property
+    def label(self) -> int | str:
+        """``384`` (an int, as minimize.py names its files) or ``"5sent"``."""
+        return self.subtokens if self.sentences is None else f"{self.sentences}{SENTENCES_SUFFIX}"
 
 
 def tokenizer_fingerprint(tokenizer: Any) -> str:
@@ -70,14 +113,14 @@ class SegmentationRecord:
 
     tokenizer: str
     fingerprint: str
-    max_segment_lens: tuple[int, ...]
+    max_segment_lens: tuple[int | str, ...]  # SegmentLength labels: 384, "5sent"
     language: str = "english"  # the partitions' names: {split}.{language}.{max_segment_len}
 
     @classmethod
     def of(
-        cls, tokenizer_name: str, tokenizer: Any, max_segment_lens: Sequence[int], language: str = "english"
+        cls, tokenizer_name: str, tokenizer: Any, max_segment_lens: Sequence[int | str], language: str = "english"
     ) -> SegmentationRecord:
-        lengths = tuple(int(n) for n in max_segment_lens)
+        lengths = tuple(SegmentLength.parse(n).label for n in max_segment_lens)
         return cls(tokenizer_name, tokenizer_fingerprint(tokenizer), lengths, language)
 
     def to_dict(self) -> dict[str, Any]:
@@ -105,7 +148,7 @@ class SegmentationRecord:
         return cls.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
 
     def check(
-        self, tokenizer_name: str, tokenizer: Any, max_segment_len: int | None, what: str, resegment: str
+        self, tokenizer_name: str, tokenizer: Any, max_segment_len: int | str | None, what: str, resegment: str
     ) -> None:
         """Raise :class:`SegmentationMismatchError` unless ``what`` (e.g. "the model") reads these documents.
 
@@ -212,14 +255,21 @@ def tokenize_documents(
 
 
 def split_into_segments(
-    sentence_end: np.ndarray, token_end: np.ndarray, max_segment_len: int, doc_key: str = "?"
+    sentence_end: np.ndarray,
+    token_end: np.ndarray,
+    max_segment_len: int,
+    doc_key: str = "?",
+    max_sentences: int | None = None,
 ) -> list[tuple[int, int]]:
     """Greedy segment boundaries ``(first, last)`` over subtokens, as ``minimize.py``.
 
-    Each segment ends on a sentence end if one fits, else on a word end.
+    Each segment ends on a sentence end if one fits, else on a word end. With
+    ``max_sentences`` N a segment also ends at the latest after its N-th sentence end.
     """
     if max_segment_len < 3:
         raise SegmentationError(f"max_segment_len must be at least 3, got {max_segment_len}")
+    if max_sentences is not None and max_sentences < 1:
+        raise SegmentationError(f"max_sentences must be at least 1, got {max_sentences}")
     num_subtokens = len(sentence_end)
     sentence_ends = np.flatnonzero(sentence_end).tolist()
     word_ends = np.flatnonzero(token_end).tolist()
@@ -227,6 +277,10 @@ def split_into_segments(
     current = 0
     while current < num_subtokens:
         limit = min(current + max_segment_len - 3, num_subtokens - 1)
+        if max_sentences is not None:  # the N-th sentence end from here, if it comes sooner
+            nth = bisect.bisect_left(sentence_ends, current) + max_sentences - 1
+            if nth < len(sentence_ends):
+                limit = min(limit, sentence_ends[nth])
         end = _last_at_most(sentence_ends, limit)
         if end < current:
             end = _last_at_most(word_ends, limit)
@@ -255,11 +309,12 @@ def segment_document(
     max_segment_len: int,
     special: SpecialTokens = SpecialTokens(),
     words: Sequence[str] | None = None,
+    max_sentences: int | None = None,
 ) -> dict[str, Any]:
     """One document in Joshi et al.'s jsonlines format (a JSON-ready dict).
 
     ``clusters`` are word-level inclusive spans; ``words`` (optional) are added
-    as the ``tokens`` field.
+    as the ``tokens`` field; ``max_sentences``: at most that many sentences per segment.
     """
     subtokens = tokenized.subtokens
     word_index = tokenized.word_index  # [num_subtokens]
@@ -271,7 +326,7 @@ def segment_document(
     sentence_end = token_end.copy()  # last subtoken of its sentence
     sentence_end[:-1] &= sentence_of_token[1:] != sentence_of_token[:-1]
 
-    bounds = split_into_segments(sentence_end, token_end, max_segment_len, doc_key)
+    bounds = split_into_segments(sentence_end, token_end, max_segment_len, doc_key, max_sentences)
     num_segments = len(bounds)
     # Position of each subtoken in the flattened document, counting [CLS]/[SEP].
     segment_of_token = np.repeat(np.arange(num_segments), [last - first + 1 for first, last in bounds])
@@ -371,11 +426,14 @@ def check_document(document: dict[str, Any], max_segment_len: int) -> None:
 def segment_words(
     frame: Any,
     tokenizer: Any,
-    max_segment_lens: Sequence[int],
+    max_segment_lens: Sequence[int | str],
     include_tokens: bool,
     description: str = "segment",
-) -> dict[int, list[dict[str, Any]]]:
-    """Word-level documents (a ``preprocess`` frame) at every length: ``{max_segment_len: [jsonlines document]}``."""
+) -> dict[int | str, list[dict[str, Any]]]:
+    """Word-level documents (a ``preprocess`` frame) at every length: ``{label: [jsonlines document]}``.
+
+    A length is a :class:`SegmentLength` label: subtokens (``384``) or sentences (``"5sent"``).
+    """
     from tqdm.auto import tqdm
 
     with paused_gc():
@@ -383,9 +441,9 @@ def segment_words(
         tokenized = tokenize_documents(words, tokenizer)
         special = SpecialTokens.from_tokenizer(tokenizer)
         outputs = {}
-        for max_segment_len in max_segment_lens:
+        for length in map(SegmentLength.parse, max_segment_lens):
             rows = zip(frame.itertuples(index=False), tokenized, words, strict=True)
-            outputs[max_segment_len] = [
+            outputs[length.label] = [
                 segment_document(
                     row.doc_key,
                     tokens,
@@ -393,10 +451,11 @@ def segment_words(
                     row.speakers,
                     row.pos,
                     row.clusters,
-                    max_segment_len,
+                    length.subtokens,
                     special,
                     words=doc_words if include_tokens else None,
+                    max_sentences=length.sentences,
                 )
-                for row, tokens, doc_words in tqdm(rows, total=len(frame), desc=f"{description} {max_segment_len}")
+                for row, tokens, doc_words in tqdm(rows, total=len(frame), desc=f"{description} {length.label}")
             ]
         return outputs

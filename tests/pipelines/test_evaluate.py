@@ -27,6 +27,7 @@ def test_pipeline_has_each_model_and_split():
     expected = set()
     for model in ("baseline", "incremental"):
         expected |= {f"predict_{model}_test", f"evaluate_{model}_dev", f"evaluate_{model}_test"}
+        expected.add(f"score_{model}_dev_segment_lengths")
     assert names == expected
     for node in create_pipeline().nodes:
         assert node.tags == {node.name.split("_")[1]}  # one model per tag (dvc runs evaluate@<model>)

@@ -28,6 +28,7 @@ SUBCOMMANDS = {
     "predict": "predict",
     "score": "score",
     "import-hocon": "import_hocon",
+    "segment-study": "segment_study",
 }
 
 

@@ -29,7 +29,11 @@ logger = logging.getLogger(__name__)
     default=EMBEDDED_MINILM,
     help=f"HF tokenizer: hub id (e.g. bert-base-cased), local folder, or {EMBEDDED_MINILM} (default)",
 )
-@click.option("--seg-len", type=int, default=384, help="max_segment_len (default 384)")
+@click.option(
+    "--seg-len",
+    default="384",
+    help="segment length: subtokens, as minimize.py (default 384), or 'Nsent' for N sentences per segment",
+)
 @click.option("--min-columns", type=int, default=12, help="columns a row needs (default 12)")
 @click.option("--skip-bad-documents", is_flag=True, help="report and skip bad documents")
 @click.option("--no-tokens", is_flag=True, help="omit the 'tokens' field (as minimize.py)")
@@ -37,7 +41,7 @@ def minimize(
     input_path: str,
     output_path: str,
     tokenizer: str,
-    seg_len: int,
+    seg_len: str,
     min_columns: int,
     skip_bad_documents: bool,
     no_tokens: bool,
@@ -47,7 +51,18 @@ def minimize(
     from coref_pipeline.corpus import PreprocessSettings, preprocess_corpus
     from coref_pipeline.files import write_jsonlines
     from coref_pipeline.pretrained import load_tokenizer
-    from coref_pipeline.segmentation import SegmentationError, SegmentationRecord, segment_words, sidecar_path
+    from coref_pipeline.segmentation import (
+        SegmentationError,
+        SegmentationRecord,
+        SegmentLength,
+        segment_words,
+        sidecar_path,
+    )
+
+    try:
+        length = SegmentLength.parse(seg_len).label
+    except ValueError as error:
+        raise CommandError(f"--seg-len: {error}") from None
 
     try:
         settings = PreprocessSettings(min_columns=min_columns, skip_bad_documents=skip_bad_documents)
@@ -59,13 +74,13 @@ def minimize(
     except (OSError, ValueError, TypeError) as error:
         raise CommandError(f"--tokenizer {tokenizer}: {error}") from None
     try:
-        by_length = segment_words(frame, hf_tokenizer, [seg_len], not no_tokens, f"minimize {Path(input_path).name}")
+        by_length = segment_words(frame, hf_tokenizer, [length], not no_tokens, f"minimize {Path(input_path).name}")
     except SegmentationError as error:
         raise CommandError(error) from None
-    record = SegmentationRecord.of(tokenizer, hf_tokenizer, [seg_len])
+    record = SegmentationRecord.of(tokenizer, hf_tokenizer, [length])
     sidecar = sidecar_path(output_path)
     # A stale record must not describe the new documents if the run stops between the two writes.
     sidecar.unlink(missing_ok=True)
-    write_jsonlines(output_path, by_length[seg_len])
+    write_jsonlines(output_path, by_length[length])
     record.save(sidecar)
     logger.info("Wrote %d documents to %s (segmentation record: %s)", len(frame), output_path, sidecar)

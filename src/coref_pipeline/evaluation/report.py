@@ -26,6 +26,7 @@ from coref_pipeline.evaluation.predictions import (
     word_clusters,
 )
 from coref_pipeline.evaluation.scoring import check_metrics
+from coref_pipeline.segmentation import SegmentLength
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +43,20 @@ class EvaluateSettings(Config):
     remove_singletons: bool = False
     genres: tuple[str, ...] = GENRES
     default_genre: str = DEFAULT_GENRE
+    # Dev is also scored with the model reading segments of these lengths (SegmentLength labels).
+    segment_lengths: tuple[int | str, ...] = ()
 
     def __post_init__(self) -> None:
         try:
             check_metrics(self.metrics)
         except ValueError as error:
             raise ConfigError(f"evaluate key 'metrics': {error}") from None
+        try:
+            object.__setattr__(
+                self, "segment_lengths", tuple(SegmentLength.parse(length).label for length in self.segment_lengths)
+            )
+        except ValueError as error:
+            raise ConfigError(f"evaluate key 'segment_lengths': {error}") from None
 
 
 @dataclass

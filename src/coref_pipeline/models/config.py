@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 from coref_pipeline.config_base import Config, ConfigError, ConfigT
 from coref_pipeline.conll import DEFAULT_GENRE, GENRES
+from coref_pipeline.segmentation import MAX_SENTENCE_SEGMENT_LEN, SegmentLength
 
 __all__ = [
     "BaselineConfig",
@@ -54,7 +55,10 @@ class SpanModelConfig(Config):
 
     encoder: str = "embedded:minilm"
     tokenizer: str | None = None  # None: the encoder's own (SpanBERT uses bert-base-cased's)
-    max_segment_len: int = 384
+    max_segment_len: int = 384  # subtokens per segment (and the encoder input's width)
+    # Segments of at most this many whole sentences (Xia et al.'s sentence-level segments; the
+    # partition "{N}sent"), within max_segment_len subtokens; None: filled up to max_segment_len.
+    segment_sentences: int | None = None
     max_training_sentences: int = 3  # segments per training crop; rows of the segment-distance embedding
     max_span_width: int = 30
     word_boundary_spans: bool = False
@@ -76,6 +80,14 @@ class SpanModelConfig(Config):
                 raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
         if self.ffnn_depth < 1:
             raise ConfigError(f"ffnn_depth must be at least 1, got {self.ffnn_depth}")
+        if self.segment_sentences is not None:
+            if self.segment_sentences < 1:
+                raise ConfigError(f"segment_sentences must be at least 1 or null, got {self.segment_sentences}")
+            if self.max_segment_len != MAX_SENTENCE_SEGMENT_LEN:
+                raise ConfigError(
+                    f"segment_sentences: segments of whole sentences are up to {MAX_SENTENCE_SEGMENT_LEN} subtokens "
+                    f"long; set max_segment_len: {MAX_SENTENCE_SEGMENT_LEN} with it (got {self.max_segment_len})"
+                )
         if self.default_genre not in self.genres:
             raise ConfigError(f"default_genre {self.default_genre!r} is not one of genres {list(self.genres)}")
 
@@ -84,9 +96,16 @@ class SpanModelConfig(Config):
         """The tokenizer the model reads its segments with."""
         return self.tokenizer or self.encoder
 
+    @property
+    def segment_length(self) -> int | str:
+        """The label of the segments the model reads (``384``, ``"5sent"``): the jsonlines partition's name."""
+        return SegmentLength(self.max_segment_len, self.segment_sentences).label
 
+
+# How long a model's segments are: its own choice, not its baseline's (the segment-length study).
+SEGMENT_LENGTH_KEYS = ("max_segment_len", "segment_sentences")
 # Keys that fix the shapes of the weights the incremental model takes from the baseline.
-SHARED_ARCHITECTURE_KEYS = SpanModelConfig.keys()
+SHARED_ARCHITECTURE_KEYS = tuple(key for key in SpanModelConfig.keys() if key not in SEGMENT_LENGTH_KEYS)
 
 
 @dataclass(frozen=True)
@@ -179,11 +198,11 @@ class IncrementalConfig(SpanModelConfig):
     ) -> IncrementalConfig:
         """The baseline's shared keys plus ``values``; a ``values`` key that contradicts the baseline is an error."""
         baseline_values = baseline.to_dict() if isinstance(baseline, Config) else dict(baseline)
-        shared = {key: value for key, value in baseline_values.items() if key in SHARED_ARCHITECTURE_KEYS}
+        shared = {key: value for key, value in baseline_values.items() if key in SpanModelConfig.keys()}
         conflicts = {
             key: (shared[key], value)
             for key, value in values.items()
-            if key in shared and (list(value) if isinstance(value, list | tuple) else value) != shared[key]
+            if key in SHARED_ARCHITECTURE_KEYS and key in shared and (list(value) if isinstance(value, list | tuple) else value) != shared[key]
         }
         if conflicts:
             details = "; ".join(f"{key}: baseline {old!r}, configured {new!r}" for key, (old, new) in conflicts.items())

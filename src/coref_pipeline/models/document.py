@@ -22,8 +22,8 @@ class DocumentTensors:
     """One document (or a crop of it) ready for the model. ``n`` = subtokens incl. [CLS]/[SEP]."""
 
     doc_key: str
-    input_ids: torch.Tensor  # [num_segments, max_segment_len] long, 0-padded
-    attention_mask: torch.Tensor  # [num_segments, max_segment_len] long
+    input_ids: torch.Tensor  # [num_segments, longest segment] long, 0-padded
+    attention_mask: torch.Tensor  # [num_segments, longest segment] long
     speaker_ids: torch.Tensor  # [n] long
     sentence_map: torch.Tensor  # [n] long
     segment_of_token: torch.Tensor  # [n] long
@@ -99,8 +99,10 @@ def tensorize(
             f"document {document['doc_key']!r} has a segment of {longest} subtokens; the model takes "
             f"{max_segment_len} (segment the corpus with this max_segment_len)"
         )
-    input_ids = torch.zeros(len(segments), max_segment_len, dtype=torch.long, device=cpu)
-    attention_mask = torch.zeros(len(segments), max_segment_len, dtype=torch.long, device=cpu)
+    # Padded to the longest segment, not to max_segment_len: short segments (a sentence each) cost
+    # what they hold; the mask makes the padding's width irrelevant to the outputs.
+    input_ids = torch.zeros(len(segments), longest, dtype=torch.long, device=cpu)
+    attention_mask = torch.zeros(len(segments), longest, dtype=torch.long, device=cpu)
     for index, segment in enumerate(segments):
         token_ids = torch.tensor(tokenizer.convert_tokens_to_ids(segment), dtype=torch.long, device=cpu)
         input_ids[index, : len(segment)] = token_ids

@@ -2,7 +2,7 @@
 
 from kedro.pipeline import Node, Pipeline
 
-from .nodes import evaluate, predict_test
+from .nodes import evaluate, predict_test, score_segment_lengths
 
 MODELS = ("baseline", "incremental")
 SPLITS = ("dev", "test")
@@ -37,4 +37,20 @@ def create_pipeline(**kwargs) -> Pipeline:
                     tags=[model],
                 )
             )
+        nodes.append(
+            Node(
+                score_segment_lengths,
+                inputs=[
+                    f"{model}_model",
+                    "segmented_documents",
+                    "segmentation",
+                    "raw_dev",
+                    "params:evaluate",
+                    f"eval_{model}_dev_metrics",
+                ],
+                outputs=f"eval_{model}_dev_segment_lengths",
+                name=f"score_{model}_dev_segment_lengths",
+                tags=[model],
+            )
+        )
     return Pipeline(nodes)

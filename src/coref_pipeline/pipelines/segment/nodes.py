@@ -17,5 +17,5 @@ def segment(
     model, _ = CorefTrainParameters.from_dict(coref_train).settings()
     frames = {"train": train, "dev": dev, "test": test}
     settings = SegmentSettings.from_dict(params)
-    partitions, record = segment_for_model(frames, settings, model.tokenizer_name, model.max_segment_len)
+    partitions, record = segment_for_model(frames, settings, model.tokenizer_name, model.segment_length)
     return partitions, record.to_dict()

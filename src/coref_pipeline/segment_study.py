@@ -107,8 +107,8 @@ def grid_commands(
             "dvc", "exp", "run", "--queue", "--name", f"seglen-{model}-{label}",
             "-S", f"{SEGMENT_PARAMS}={_yaml_list(segmented)}",
             "-S", f"{EVALUATE_PARAMS}={_yaml_list(read)}",
-            "-S", f"{params_file}:{prefix}.max_segment_len={length.subtokens}",
-            "-S", f"{params_file}:{prefix}.segment_sentences={sentences}",
+            "-S", f"{params_file}:++{prefix}.max_segment_len={length.subtokens}",  # ++: set, or add if absent
+            "-S", f"{params_file}:++{prefix}.segment_sentences={sentences}",
         ]  # fmt: skip
         for setting in extra:
             command += ["-S", setting]

@@ -425,3 +425,142 @@ def test_with_k_at_least_the_number_of_entities_the_decisions_are_identical(monk
     filtered = decide(entities)  # K = the number of entities: the pre-filter runs when updates add columns
     assert calls, "the pre-filter never ran"
     assert filtered.clusters == unfiltered.clusters and filtered.kept_spans == unfiltered.kept_spans
+
+
+def spread_pair_weights(model: IncrementalCorefModel, std: float = 0.3, seed: int = 0) -> None:
+    """Redraw the pair scorer and coarse weights wider than the initialisation, so entities score apart."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        modules = [model.pair_scorer] + ([model.src_projection] if model.uses_coarse else [])
+        for module in modules:
+            for parameter in module.parameters():
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * std)
+
+
+def batching_model(batch: bool, **overrides) -> IncrementalCorefModel:
+    """The same tiny model (weights spread) with ``batch_per_segment`` on or off."""
+    torch.manual_seed(0)
+    values = dict(top_span_ratio=0.5, threshold=1.0, batch_per_segment=batch) | overrides
+    model = IncrementalCorefModel(incremental_config(**values), tiny_encoder(seed=1))
+    spread_pair_weights(model)
+    return model
+
+
+class ScoringLog:
+    """Records, on one model, every ``pair_scores`` result, the fine FFNN's calls and the on-demand base scores."""
+
+    def __init__(self, model: IncrementalCorefModel, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.logits: list[torch.Tensor] = []
+        self.index_rows: list[int] = []  # rows of the index of each PairScorer.scores call
+        self.on_demand = 0  # per-span fine calls that include a base entity not superseded (batched path)
+        self.superseded = 0  # pair_scores calls with a superseded base row
+        pair_scores, scores, score_against = model.pair_scores, model.pair_scorer.scores, model._score_against
+
+        def logged_pair_scores(memory, *args, **kwargs):
+            found = pair_scores(memory, *args, **kwargs)
+            self.logits.append(found.detach().clone())
+            self.superseded += bool(memory.superseded)
+            return found
+
+        def logged_scores(targets, candidates, index, *args, **kwargs):
+            self.index_rows.append(index.shape[0])
+            return scores(targets, candidates, index, *args, **kwargs)
+
+        def logged_score_against(entities, projections, priors, ids, memory, *args):
+            self.on_demand += any(e in memory.base_ids and e not in memory.fresh_ids for e in ids)
+            return score_against(entities, projections, priors, ids, memory, *args)
+
+        monkeypatch.setattr(model, "pair_scores", logged_pair_scores)
+        monkeypatch.setattr(model.pair_scorer, "scores", logged_scores)
+        monkeypatch.setattr(model, "_score_against", logged_score_against)
+
+
+@pytest.mark.parametrize("limit", [None, 2])
+@pytest.mark.parametrize("score", ["paper", "calibrated"])
+def test_batch_per_segment_makes_the_same_decisions(monkeypatch, score, limit):
+    document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
+    outputs, logs = {}, {}
+    for batch in (True, False):
+        model = batching_model(batch, score=score, max_top_entities=limit).eval()
+        logs[batch] = ScoringLog(model, monkeypatch)
+        with torch.no_grad():
+            outputs[batch] = model(document)
+    batched, single = outputs[True], outputs[False]
+    assert batched.clusters == single.clusters and batched.kept_spans == single.kept_spans
+    assert batched.memory.mentions == single.memory.mentions
+    # Non-trivial decisions: new entities, updates, base entities updated within a later segment.
+    mentions = batched.memory.mentions.values()
+    assert len(batched.clusters) >= 3 and sum(len(m) == 1 for m in mentions) >= 3
+    assert logs[True].superseded > 0
+    assert len(logs[True].logits) == len(logs[False].logits) > 20
+    for found, expected in zip(logs[True].logits, logs[False].logits, strict=True):
+        torch.testing.assert_close(found, expected, rtol=1e-5, atol=1e-5)  # -inf in the same columns
+    if limit is not None:  # some chosen base columns were not among the span's precomputed K
+        assert logs[True].on_demand > 0
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        dict(score="calibrated"),
+        dict(score="paper", max_top_entities=2),
+        dict(score="calibrated", max_top_entities=2, negative_sample_rate=0.5, loss="all_antecedents"),
+    ],
+)
+def test_batch_per_segment_gives_the_same_training_losses_and_gradients(monkeypatch, overrides):
+    document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
+    losses, gradients, logs = {}, {}, {}
+    for batch in (True, False):
+        model = batching_model(batch, **overrides).train()
+        logs[batch] = ScoringLog(model, monkeypatch)
+        torch.manual_seed(5)  # the negative-sampling draws
+        losses[batch] = []
+        for loss in model.training_losses(document):
+            loss.backward()
+            losses[batch].append(loss.detach())
+        gradients[batch] = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    assert len(losses[True]) >= 3 and len(logs[True].logits) == len(logs[False].logits)
+    if "max_top_entities" in overrides:  # a gold or next-best base column outside the span's precomputed K
+        assert logs[True].on_demand > 0
+    torch.testing.assert_close(torch.stack(losses[True]), torch.stack(losses[False]), rtol=1e-5, atol=1e-5)
+    assert gradients[True].keys() == gradients[False].keys()
+    assert any(name.startswith("pair_scorer.") for name in gradients[True])
+    for name, gradient in gradients[True].items():
+        torch.testing.assert_close(gradient, gradients[False][name], rtol=1e-5, atol=1e-5, msg=name)
+
+
+@pytest.mark.parametrize("limit", [None, 2])
+def test_batch_per_segment_scores_the_base_entities_once_per_segment(monkeypatch, limit):
+    document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
+    logs = {}
+    for batch in (True, False):
+        model = batching_model(batch, max_top_entities=limit).eval()
+        logs[batch] = ScoringLog(model, monkeypatch)
+        with torch.no_grad():
+            output = model(document)
+    # Every segment but the first starts with entities (none is evicted from this short document).
+    assert not output.memory.evicted
+    segments = document.input_ids.shape[0]
+    assert sum(rows > 1 for rows in logs[True].index_rows) == segments - 1  # one [k, B] (or [k, K]) call each
+    assert all(rows == 1 for rows in logs[False].index_rows)  # one span at a time
+    assert len(logs[True].index_rows) < len(logs[False].index_rows)
+
+
+def test_batch_per_segment_in_chunks_of_spans_makes_the_same_decisions(monkeypatch):
+    """With a tiny chunk limit the segment's spans go through the fine FFNN a few at a time: same results."""
+    import coref_pipeline.models.incremental as incremental
+
+    document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
+    outputs, logs, default = {}, {}, incremental.BASE_SCORE_CHUNK_ELEMENTS
+    for chunk in (default, 1):
+        monkeypatch.setattr(incremental, "BASE_SCORE_CHUNK_ELEMENTS", chunk)
+        model = batching_model(True, score="calibrated").eval()
+        logs[chunk] = ScoringLog(model, monkeypatch)
+        with torch.no_grad():
+            outputs[chunk] = model(document)
+    whole, chunked = outputs[default], outputs[1]
+    assert chunked.clusters == whole.clusters and chunked.memory.mentions == whole.memory.mentions
+    for found, expected in zip(logs[1].logits, logs[default].logits, strict=True):
+        torch.testing.assert_close(found, expected, rtol=1e-5, atol=1e-5)
+    # One span per call in chunks of one element's worth; the whole segment at once otherwise.
+    assert max(logs[1].index_rows) == 1 and max(logs[default].index_rows) > 1

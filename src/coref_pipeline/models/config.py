@@ -165,6 +165,8 @@ class IncrementalConfig(SpanModelConfig):
     # The fine FFNN scores only the max_top_entities entities with the best coarse score
     # (the baseline's bilinear + the entity's mention score); None: every active entity.
     max_top_entities: int | None = None
+    # score a segment's spans against the entities at its start in one pass (same decisions); false: one span at a time
+    batch_per_segment: bool = True
     finetune_encoder: bool = False
     loss: str = "latest_antecedent"  # or "all_antecedents"
     score: str = "calibrated"  # or "paper" (INCREMENTAL_SCORES; calibrated starts and ends higher: README)

@@ -23,6 +23,11 @@ list (their mentions are kept for the output only).
 In training the loss of each segment is backpropagated at its end and the
 entity representations are detached (truncated backpropagation), so memory
 does not grow with the document either.
+
+With ``batch_per_segment`` all of a segment's kept spans are scored against the
+entities as they were at its start in one pass of the fine FFNN; span by span
+only the entities created or updated in the segment are scored: the same
+decisions as scoring every span on its own.
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ from coref_pipeline.models.spans import bucket_distance, prune_spans
 logger = logging.getLogger(__name__)
 
 Span = tuple[int, int]
+# Most elements of one fine-FFNN input when a segment's spans are scored together (batch_per_segment):
+# 2**23 floats, 32 MB in fp32, per chunk of spans.
+BASE_SCORE_CHUNK_ELEMENTS = 2**23
 
 
 @dataclass
@@ -78,6 +86,22 @@ class EntityMemory:
     def columns(self) -> list[int]:
         """Entity id of each scoring column (base rows first, superseded ones included)."""
         return self.base_ids + self.fresh_ids
+
+    def fresh_tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
+        """The fresh entities' embeddings ``[num_fresh, D]``, projections ``[num_fresh, ffnn]``, priors ``[num_fresh]``.
+
+        None when there are none.
+        """
+        if not self.fresh_ids:
+            return None
+        return torch.stack(self.fresh_embeddings), torch.stack(self.fresh_projections), torch.stack(self.fresh_priors)
+
+    def mask_superseded(self, scores: torch.Tensor) -> torch.Tensor:
+        """``scores`` over the base rows or all the columns (base rows first), superseded base rows -inf."""
+        if not self.superseded:
+            return scores
+        rows = torch.tensor(sorted(self.superseded), device=scores.device)
+        return scores.index_fill(0, rows, float("-inf"))
 
     def embedding(self, entity_id: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The current representation of an active entity and its projection: ``[span_dim]``, ``[ffnn]``."""
@@ -173,6 +197,21 @@ class EntityMemory:
         """Every entity (active or evicted) with at least ``min_size`` mentions, mentions sorted."""
         found = [sorted(mentions) for mentions in self.mentions.values() if len(mentions) >= min_size]
         return sorted(found)
+
+
+@dataclass
+class BaseScores:
+    """One span's scores against the base entities, computed with its segment's other spans at the segment's start.
+
+    ``fine``: ``pair_scores``' value for each base row (superseded ones not yet masked), valid
+    where ``known``; with the pre-filter and more base entities than ``max_top_entities`` only
+    the span's best base rows by coarse score were computed (``known``), the others are scored
+    on demand when chosen.
+    """
+
+    fine: torch.Tensor  # [B]
+    known: torch.Tensor | None  # [B] bool; None: every row
+    coarse: torch.Tensor | None  # [B]: the pre-filter's ranking score (no grad); None without the pre-filter
 
 
 @dataclass
@@ -289,6 +328,7 @@ class IncrementalCorefModel(nn.Module):
         mention_projection: torch.Tensor | None = None,
         mention_source: torch.Tensor | None = None,
         required: Sequence[int] = (),
+        base: BaseScores | None = None,
     ) -> torch.Tensor:
         """PAIRSCORE(m, e) for every column of ``memory.columns()``, superseded ones -inf: ``[num_columns]``.
 
@@ -300,7 +340,8 @@ class IncrementalCorefModel(nn.Module):
         recent mention) and the coarse term ``mention_source . e``.
         ``weights``: the pair scorer's ``first_layer_parts()``, split once per segment;
         ``mention_projection``: the mention's target projection ``[ffnn]``;
-        ``mention_source``: ``src_projection(m)`` ``[D]`` (calibrated only).
+        ``mention_source``: ``src_projection(m)`` ``[D]`` (calibrated only);
+        ``base``: the mention's scores against the base rows from ``base_scores`` (None: scored here).
         """
         weights = weights or self.pair_scorer.first_layer_parts()
         if mention_projection is None:
@@ -309,23 +350,20 @@ class IncrementalCorefModel(nn.Module):
             mention_source = self.src_projection(mention)
         context = (memory, mention, mention_projection, mention_source, start, genre, weights)
         limit = self.config.max_top_entities
+        fresh = memory.fresh_tensors()  # [num_fresh, D], [num_fresh, ffnn], [num_fresh]
         if limit is not None and len(memory.base_ids) + len(memory.fresh_ids) > limit:
-            return self._prefiltered_scores(memory, context, limit, required)
+            return self._prefiltered_scores(memory, fresh, context, limit, required, base)
         parts = []
         if memory.base_ids:
-            scores = self._score_against(
-                memory.base_embeddings, memory.base_projections, memory.base_priors, memory.base_ids, *context
-            )  # [num_base]
-            if memory.superseded:
-                hidden = torch.zeros(len(memory.base_ids), dtype=torch.bool, device=scores.device)
-                hidden[list(memory.superseded)] = True
-                scores = scores.masked_fill(hidden, float("-inf"))
-            parts.append(scores)
-        if memory.fresh_ids:
-            embeddings = torch.stack(memory.fresh_embeddings)  # [num_fresh, D]
-            projections = torch.stack(memory.fresh_projections)  # [num_fresh, ffnn]
-            priors = torch.stack(memory.fresh_priors)  # [num_fresh]
-            parts.append(self._score_against(embeddings, projections, priors, memory.fresh_ids, *context))
+            if base is None:
+                scores = self._score_against(
+                    memory.base_embeddings, memory.base_projections, memory.base_priors, memory.base_ids, *context
+                )  # [num_base]
+            else:  # every base row was scored: no pre-filter, or no more base entities than K
+                scores = base.fine  # [num_base]
+            parts.append(memory.mask_superseded(scores))
+        if fresh is not None:
+            parts.append(self._score_against(*fresh, memory.fresh_ids, *context))  # [num_fresh]
         return torch.cat(parts)
 
     def _score_against(
@@ -342,6 +380,7 @@ class IncrementalCorefModel(nn.Module):
         genre: int,
         weights: tuple[torch.Tensor, ...],
     ) -> torch.Tensor:
+        """``pair_scores`` of one mention against the entities ``ids`` (``entities`` ``[E, D]``): ``[E]``."""
         distances = [[abs(start - memory.mentions[entity_id][-1][0]) for entity_id in ids]]  # from the latest
         distance = torch.tensor(distances, device=mention.device)  # [1, E]
         features = self.pair_scorer.features(None, genre, bucket_distance(distance), torch.zeros_like(distance))
@@ -359,38 +398,148 @@ class IncrementalCorefModel(nn.Module):
             scores = scores + priors + (entities @ mention_source).float()
         return scores
 
+    @staticmethod
+    def _coarse(entities: torch.Tensor, priors: torch.Tensor, mention_source: torch.Tensor) -> torch.Tensor:
+        """The pre-filter's ranking score of one mention against ``entities`` ``[E, D]``: ``[E]``."""
+        return (entities @ mention_source).float() + priors
+
     def _prefiltered_scores(
-        self, memory: EntityMemory, context: tuple, limit: int, required: Sequence[int]
+        self,
+        memory: EntityMemory,
+        fresh: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
+        context: tuple,
+        limit: int,
+        required: Sequence[int],
+        base: BaseScores | None = None,
     ) -> torch.Tensor:
-        """``pair_scores`` through the coarse pre-filter: the fine FFNN on ``limit`` columns (+ ``required``)."""
+        """``pair_scores`` through the coarse pre-filter: the fine FFNN on ``limit`` columns (+ ``required``).
+
+        ``fresh``: ``memory.fresh_tensors()``. With ``base`` the chosen base rows it holds take
+        their score from it; the other chosen columns go through the fine FFNN here.
+        """
         mention_source = context[3]
-        embeddings, projections, priors = [], [], []
-        if memory.base_ids:
-            embeddings.append(memory.base_embeddings)
-            projections.append(memory.base_projections)
-            priors.append(memory.base_priors)
-        if memory.fresh_ids:
-            embeddings.append(torch.stack(memory.fresh_embeddings))
-            projections.append(torch.stack(memory.fresh_projections))
-            priors.append(torch.stack(memory.fresh_priors))
-        embeddings, projections, priors = torch.cat(embeddings), torch.cat(projections), torch.cat(priors)  # [C, .]
-        ids = memory.columns()
+        num_base = len(memory.base_ids)
         with torch.no_grad():
-            coarse = (embeddings @ mention_source).float() + priors  # [C]
-            if memory.superseded:
-                coarse[list(memory.superseded)] = float("-inf")
+            coarse = []
+            if num_base:
+                coarse.append(
+                    self._coarse(memory.base_embeddings, memory.base_priors, mention_source)
+                    if base is None
+                    else base.coarse
+                )
+            if fresh is not None:
+                coarse.append(self._coarse(fresh[0], fresh[2], mention_source))
+            coarse = memory.mask_superseded(torch.cat(coarse))  # [C]
+            live = coarse > float("-inf")  # [C]: the columns not superseded
             if required:
-                coarse[list(required)] = float("inf")
+                coarse = coarse.index_fill(0, torch.tensor(list(required), device=coarse.device), float("inf"))
             chosen = torch.topk(coarse, limit).indices  # [K]
             if required:
-                chosen = torch.unique(torch.cat([chosen, torch.tensor(list(required), device=chosen.device)]))
-        fine = self._score_against(
-            embeddings[chosen], projections[chosen], priors[chosen], [ids[c] for c in chosen.tolist()], *context
-        )  # [K]
-        scores = fine.new_full((len(ids),), float("-inf")).index_copy(0, chosen, fine)
-        if memory.superseded:
-            scores = scores.index_fill(0, torch.tensor(sorted(memory.superseded), device=scores.device), float("-inf"))
+                chosen = torch.cat([chosen, torch.tensor(list(required), device=chosen.device)])
+            chosen = torch.unique(chosen[live[chosen]])  # sorted: base rows first; superseded ones stay -inf
+            looked_up = chosen[:0]  # the chosen base rows ``base`` holds
+            if base is not None:
+                split = int((chosen < num_base).sum())
+                looked_up, chosen = chosen[:split], chosen[split:]
+                if base.known is not None:  # the others are scored on demand
+                    held = base.known[looked_up]
+                    looked_up, chosen = looked_up[held], torch.cat([looked_up[~held], chosen])
+        scores = coarse.new_full(coarse.shape, float("-inf"))  # [C]
+        if chosen.numel():
+            fine = self._score_against(*self._columns(memory, fresh, chosen), *context)  # [chosen]
+            scores = scores.index_copy(0, chosen, fine)
+        if looked_up.numel():
+            scores = scores.index_copy(0, looked_up, base.fine[looked_up])
         return scores
+
+    @staticmethod
+    def _columns(
+        memory: EntityMemory,
+        fresh: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
+        columns: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, list[int]]:
+        """The entities of some scoring columns (sorted): embeddings ``[n, D]``, projections, priors, ids."""
+        num_base = len(memory.base_ids)
+        split = int((columns < num_base).sum())  # the base rows come first
+        parts = []  # (embeddings, projections, priors, rows) of the base, then the fresh entities
+        if split:
+            parts.append((memory.base_embeddings, memory.base_projections, memory.base_priors, columns[:split]))
+        if split < columns.numel():
+            parts.append((*fresh, columns[split:] - num_base))
+        embeddings = torch.cat([part[0].index_select(0, part[3]) for part in parts])  # [n, D]
+        projections = torch.cat([part[1].index_select(0, part[3]) for part in parts])  # [n, ffnn]
+        priors = torch.cat([part[2].index_select(0, part[3]) for part in parts])  # [n]
+        ids = [
+            memory.base_ids[column] if column < num_base else memory.fresh_ids[column - num_base]
+            for column in columns.tolist()
+        ]
+        return embeddings, projections, priors, ids
+
+    def base_scores(
+        self,
+        memory: EntityMemory,
+        starts: Sequence[int],
+        embeddings: torch.Tensor,
+        target_projections: torch.Tensor,
+        sources: torch.Tensor | None,
+        genre: int,
+        weights: tuple[torch.Tensor, ...],
+    ) -> list[BaseScores]:
+        """Each of a segment's spans against the entities at its start (``memory.base_*``), in one pass.
+
+        The same values as ``pair_scores`` gives against the base rows before any is superseded:
+        every ``[k, B]`` pair, or with ``max_top_entities`` K below B each span's K best rows by
+        coarse score. ``embeddings``, ``target_projections``, ``sources``: the spans' ``[k, .]``.
+        In training the scores are part of the segment's graph.
+        """
+        k, num_base = len(starts), len(memory.base_ids)
+        device = embeddings.device
+        limit = self.config.max_top_entities
+        calibrated = self.config.score == "calibrated"
+        latest = torch.tensor([memory.mentions[entity_id][-1][0] for entity_id in memory.base_ids], device=device)
+        distance = (torch.tensor(list(starts), device=device).unsqueeze(1) - latest).abs()  # [k, B]
+        bilinear = coarse = None
+        if self.uses_coarse:
+            with torch.set_grad_enabled(torch.is_grad_enabled() and calibrated):
+                bilinear = (sources @ memory.base_embeddings.T).float()  # [k, B]: the coarse term
+        if limit is not None:
+            with torch.no_grad():
+                coarse = bilinear + memory.base_priors  # [k, B]
+        if limit is None or limit >= num_base:
+            index = torch.arange(num_base, device=device).expand(k, num_base)  # [k, B]
+        else:
+            index = torch.topk(coarse, limit, dim=1).indices  # [k, K]
+            distance = distance.gather(1, index)  # [k, K]
+        features = self.pair_scorer.features(None, genre, bucket_distance(distance), torch.zeros_like(distance))
+        # In chunks of spans: the fine FFNN's [spans, B, ffnn] input stays within BASE_SCORE_CHUNK_ELEMENTS,
+        # so inference memory does not grow with the number of active entities times the spans.
+        width = index.shape[1] * (self.span_dim + self.config.ffnn_size)
+        step = max(1, BASE_SCORE_CHUNK_ELEMENTS // max(1, width))
+        fine = torch.cat(
+            [
+                self.pair_scorer.scores(
+                    embeddings[first : first + step],
+                    memory.base_embeddings,
+                    index[first : first + step],
+                    features[first : first + step] if features is not None else None,
+                    candidate_projection=memory.base_projections,
+                    parts=weights,
+                    target_projection=target_projections[first : first + step],
+                )
+                for first in range(0, k, step)
+            ]
+        )  # [k, B] or [k, K]
+        if calibrated:  # as _score_against adds them
+            fine = fine + memory.base_priors[index] + bilinear.gather(1, index)
+        known = None
+        if index.shape[1] < num_base:  # spread into [k, B]; the rows not computed stay -inf
+            fine = fine.new_full((k, num_base), float("-inf")).scatter(1, index, fine)
+            known = torch.zeros(k, num_base, dtype=torch.bool, device=device).scatter(1, index, True)
+        # unbind: one backward node for all the rows (indexing row by row would add a [k, B] gradient each).
+        rows = fine.unbind(0)
+        known_rows = known.unbind(0) if known is not None else [None] * k
+        coarse_rows = coarse.unbind(0) if coarse is not None else [None] * k
+        return [BaseScores(*row) for row in zip(rows, known_rows, coarse_rows, strict=True)]
 
     def update_weight(self, entity: torch.Tensor, mention: torch.Tensor, size: int) -> torch.Tensor | float:
         """UPDATE's ``a`` in ``e <- a e + (1 - a) m``: ``sigmoid(FFNN([e; m]))``, or ``size / (size + 1)`` (mean).
@@ -423,6 +572,9 @@ class IncrementalCorefModel(nn.Module):
         target_projections = self.pair_scorer.project_targets(embeddings, weights)  # [k, ffnn]
         candidate_projections = self.pair_scorer.project_candidates(embeddings, weights)  # [k, ffnn]
         sources = self.src_projection(embeddings) if self.uses_coarse else None  # [k, D]
+        base = None  # each span's scores against the entities at the segment's start
+        if config.batch_per_segment and memory.base_ids and len(starts):
+            base = self.base_scores(memory, starts, embeddings, target_projections, sources, genre, weights)
         loss = None
         for index, span in enumerate(zip(starts, ends, strict=True)):
             is_gold = gold is not None and gold.is_gold(span)
@@ -444,7 +596,15 @@ class IncrementalCorefModel(nn.Module):
             source = sources[index] if sources is not None else None
             required = [column - 1 for column in gold_columns if column > 0]  # the pre-filter keeps them
             scores = self.pair_scores(
-                memory, mention, span[0], genre, weights, target_projections[index], source, required
+                memory,
+                mention,
+                span[0],
+                genre,
+                weights,
+                target_projections[index],
+                source,
+                required,
+                base[index] if base is not None else None,
             )  # [columns]
             scores = scores + mention_scores[index]
             logits = torch.cat([scores.new_full((1,), config.threshold), scores])  # [columns + 1], 0 = new entity

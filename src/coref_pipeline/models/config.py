@@ -204,7 +204,9 @@ class IncrementalConfig(SpanModelConfig):
         conflicts = {
             key: (shared[key], value)
             for key, value in values.items()
-            if key in SHARED_ARCHITECTURE_KEYS and key in shared and (list(value) if isinstance(value, list | tuple) else value) != shared[key]
+            if key in SHARED_ARCHITECTURE_KEYS
+            and key in shared
+            and (list(value) if isinstance(value, list | tuple) else value) != shared[key]
         }
         if conflicts:
             details = "; ".join(f"{key}: baseline {old!r}, configured {new!r}" for key, (old, new) in conflicts.items())

@@ -564,3 +564,22 @@ def test_batch_per_segment_in_chunks_of_spans_makes_the_same_decisions(monkeypat
         torch.testing.assert_close(found, expected, rtol=1e-5, atol=1e-5)
     # One span per call in chunks of one element's worth; the whole segment at once otherwise.
     assert max(logs[1].index_rows) == 1 and max(logs[default].index_rows) > 1
+
+
+def test_batched_training_computes_a_segments_loss_in_one_pass(monkeypatch):
+    """The decisions run without gradients; the fine FFNN runs with them once per segment (the loss's pass)."""
+    document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
+    graph_calls = {}
+    for batch in (True, False):
+        model = batching_model(batch, score="calibrated", max_top_entities=2).train()
+        scores, calls = model.pair_scorer.scores, []
+
+        def counted(*args, scores=scores, calls=calls, **kwargs):
+            calls.append(torch.is_grad_enabled())
+            return scores(*args, **kwargs)
+
+        monkeypatch.setattr(model.pair_scorer, "scores", counted)
+        losses = list(model.training_losses(document))
+        graph_calls[batch] = sum(calls)
+    assert graph_calls[True] == len(losses) >= 3  # one graph-building call per segment with a loss
+    assert graph_calls[False] > 5 * graph_calls[True]  # one per span

@@ -258,6 +258,102 @@ class GoldAntecedents:
         return found
 
 
+class SegmentLoss:
+    """A segment's training loss computed once its decisions are made (``batch_per_segment``).
+
+    While the spans are resolved (without gradients) it records, for each span that got
+    a loss, the options it had: the columns whose score was finite, as rows of a table of
+    the base entities (detached) followed by every version an entity took in the segment
+    (created or updated: tensors of the segment's graph), each with the distance the
+    feature saw and which options were gold. ``loss`` then scores all of them in one pass
+    of the fine FFNN and sums ``logsumexp(options) - logsumexp(gold options)``.
+    """
+
+    def __init__(self, memory: EntityMemory) -> None:
+        self.num_base = len(memory.base_ids)
+        self.base = (memory.base_embeddings, memory.base_projections, memory.base_priors)
+        self.versions: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (embedding, projection, prior)
+        self.version_of: dict[int, int] = {}  # entity id -> its latest version (a fresh entity)
+        self.spans: list[int] = []  # the span's row in the segment's kept spans
+        self.options: list[list[int]] = []  # table rows of its finite columns
+        self.distances: list[list[int]] = []
+        self.gold: list[list[int]] = []  # positions in [new entity] + options
+
+    def new_version(self, memory: EntityMemory, span: Span) -> None:
+        """Record the representation ``memory`` now holds for the entity of ``span``."""
+        entity_id = memory.entity_of_span[span]
+        position = memory.fresh_ids.index(entity_id)
+        self.versions.append(
+            (memory.fresh_embeddings[position], memory.fresh_projections[position], memory.fresh_priors[position])
+        )
+        self.version_of[entity_id] = len(self.versions) - 1
+
+    def record(
+        self, memory: EntityMemory, span_row: int, start: int, finite: torch.Tensor, gold_columns: Sequence[int]
+    ) -> None:
+        """One span's options (``finite``: ``[columns]`` over ``memory.columns()``) and its gold logits columns."""
+        columns = memory.columns()
+        num_base = len(memory.base_ids)
+        options, distances, position_of = [], [], {}
+        for column in torch.nonzero(finite).flatten().tolist():
+            entity_id = columns[column]
+            row = column if column < num_base else self.num_base + self.version_of[entity_id]
+            position_of[column + 1] = len(options) + 1
+            options.append(row)
+            distances.append(abs(start - memory.mentions[entity_id][-1][0]))
+        self.spans.append(span_row)
+        self.options.append(options)
+        self.distances.append(distances)
+        self.gold.append([position_of[column] if column else 0 for column in gold_columns])  # gold options are finite
+
+    def loss(
+        self,
+        model: IncrementalCorefModel,
+        embeddings: torch.Tensor,
+        target_projections: torch.Tensor,
+        sources: torch.Tensor | None,
+        mention_scores: torch.Tensor,
+        genre: int,
+        weights: tuple[torch.Tensor, ...],
+    ) -> torch.Tensor:
+        """The summed loss of the recorded spans, in one pass: a scalar in the segment's graph."""
+        device = embeddings.device
+        tables = [[part] for part in self.base] if self.num_base else [[], [], []]
+        for version in self.versions:
+            for table, part in zip(tables, version, strict=True):
+                table.append(part.unsqueeze(0))
+        entities, projections, priors = (torch.cat(table) for table in tables)  # [rows, D], [rows, ffnn], [rows]
+        n, width = len(self.spans), max(1, max(len(options) for options in self.options))
+        index = torch.zeros(n, width, dtype=torch.long)  # [n, C]
+        distance = torch.zeros(n, width, dtype=torch.long)  # [n, C]
+        valid = torch.zeros(n, width, dtype=torch.bool)  # [n, C]
+        gold = torch.zeros(n, width + 1, dtype=torch.bool)  # [n, 1 + C]: 0 = a new entity
+        for row, (options, distances, golds) in enumerate(zip(self.options, self.distances, self.gold, strict=True)):
+            index[row, : len(options)] = torch.tensor(options, dtype=torch.long)
+            distance[row, : len(options)] = torch.tensor(distances, dtype=torch.long)
+            valid[row, : len(options)] = True
+            gold[row, golds] = True
+        index, distance, valid, gold = (tensor.to(device) for tensor in (index, distance, valid, gold))
+        rows = torch.tensor(self.spans, device=device)  # [n]
+        features = model.pair_scorer.features(None, genre, bucket_distance(distance), torch.zeros_like(distance))
+        scores = model.pair_scorer.scores(
+            embeddings[rows],
+            entities,
+            index,
+            features,
+            candidate_projection=projections,
+            parts=weights,
+            target_projection=target_projections[rows],
+        )  # [n, C]
+        if model.config.score == "calibrated":  # as _score_against adds them
+            bilinear = torch.einsum("nd,ncd->nc", sources[rows], entities[index]).float()  # [n, C]
+            scores = scores + priors[index] + bilinear
+        scores = (scores + mention_scores[rows].unsqueeze(1)).masked_fill(~valid, float("-inf"))  # [n, C]
+        logits = torch.cat([scores.new_full((n, 1), model.config.threshold), scores], dim=1)  # [n, 1 + C]
+        gold_logits = logits.masked_fill(~gold, float("-inf"))
+        return (torch.logsumexp(logits, 1) - torch.logsumexp(gold_logits, 1)).sum()
+
+
 class IncrementalCorefModel(nn.Module):
     """Encoder, the baseline's span and pair scorers, and the entity update network."""
 
@@ -566,15 +662,24 @@ class IncrementalCorefModel(nn.Module):
         gold: GoldAntecedents | None = None,
         train: bool = False,
     ) -> torch.Tensor | None:
-        """Greedy decisions for spans in order (global subtoken offsets); the summed loss when ``train``."""
+        """Greedy decisions for spans in order (global subtoken offsets); the summed loss when ``train``.
+
+        With ``batch_per_segment`` in training the decisions are made without gradients and the
+        segment's loss is computed afterwards in one pass (``SegmentLoss``) over the options each
+        span had: the same loss and gradients, with one weight gradient of the fine FFNN per
+        segment instead of one per span. (With dropout, the decisions and the loss then see
+        different dropout masks.)
+        """
         config = self.config
         weights = self.pair_scorer.first_layer_parts()
         target_projections = self.pair_scorer.project_targets(embeddings, weights)  # [k, ffnn]
         candidate_projections = self.pair_scorer.project_candidates(embeddings, weights)  # [k, ffnn]
         sources = self.src_projection(embeddings) if self.uses_coarse else None  # [k, D]
+        replay = SegmentLoss(memory) if train and gold is not None and config.batch_per_segment else None
         base = None  # each span's scores against the entities at the segment's start
         if config.batch_per_segment and memory.base_ids and len(starts):
-            base = self.base_scores(memory, starts, embeddings, target_projections, sources, genre, weights)
+            with torch.set_grad_enabled(torch.is_grad_enabled() and replay is None):
+                base = self.base_scores(memory, starts, embeddings, target_projections, sources, genre, weights)
         loss = None
         for index, span in enumerate(zip(starts, ends, strict=True)):
             is_gold = gold is not None and gold.is_gold(span)
@@ -585,6 +690,8 @@ class IncrementalCorefModel(nn.Module):
             if len(memory) == 0:
                 if self.may_start_entity(mention_scores[index]):
                     memory.add(mention, candidate_projections[index], span, mention_scores[index])
+                    if replay is not None:
+                        replay.new_version(memory, span)
                 continue
             columns = memory.columns()
             gold_columns = [0]  # logits columns of the gold options (0: a new entity)
@@ -595,23 +702,27 @@ class IncrementalCorefModel(nn.Module):
                 gold_columns = [column_of[entity_id] + 1 for entity_id in targets] or [0]
             source = sources[index] if sources is not None else None
             required = [column - 1 for column in gold_columns if column > 0]  # the pre-filter keeps them
-            scores = self.pair_scores(
-                memory,
-                mention,
-                span[0],
-                genre,
-                weights,
-                target_projections[index],
-                source,
-                required,
-                base[index] if base is not None else None,
-            )  # [columns]
-            scores = scores + mention_scores[index]
-            logits = torch.cat([scores.new_full((1,), config.threshold), scores])  # [columns + 1], 0 = new entity
+            with torch.set_grad_enabled(torch.is_grad_enabled() and replay is None):
+                scores = self.pair_scores(
+                    memory,
+                    mention,
+                    span[0],
+                    genre,
+                    weights,
+                    target_projections[index],
+                    source,
+                    required,
+                    base[index] if base is not None else None,
+                )  # [columns]
+                scores = scores + mention_scores[index]
+                logits = torch.cat([scores.new_full((1,), config.threshold), scores])  # [columns + 1], 0: new
             choice = int(logits.detach().argmax())
             if train and gold is not None:
-                span_loss = torch.logsumexp(logits, 0) - torch.logsumexp(logits[gold_columns], 0)
-                loss = span_loss if loss is None else loss + span_loss
+                if replay is not None:
+                    replay.record(memory, index, span[0], torch.isfinite(scores), gold_columns)
+                else:
+                    span_loss = torch.logsumexp(logits, 0) - torch.logsumexp(logits[gold_columns], 0)
+                    loss = span_loss if loss is None else loss + span_loss
                 if (
                     config.teacher_forcing_rate > 0
                     and float(torch.rand((), device="cpu")) < config.teacher_forcing_rate
@@ -620,6 +731,8 @@ class IncrementalCorefModel(nn.Module):
             if choice == 0:
                 if self.may_start_entity(mention_scores[index]):
                     memory.add(mention, candidate_projections[index], span, mention_scores[index])
+                    if replay is not None:
+                        replay.new_version(memory, span)
             else:
                 entity_id = columns[choice - 1]
                 entity, projection = memory.embedding(entity_id)  # [D], [ffnn]
@@ -631,6 +744,10 @@ class IncrementalCorefModel(nn.Module):
                     span,
                     mention_scores[index],
                 )
+                if replay is not None:
+                    replay.new_version(memory, span)
+        if replay is not None and replay.spans:
+            loss = replay.loss(self, embeddings, target_projections, sources, mention_scores, genre, weights)
         return loss
 
     # ---------------------------------------------------------------- forward

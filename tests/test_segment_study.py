@@ -120,10 +120,12 @@ def test_the_incremental_model_trains_at_its_own_segment_length(corpus, tmp_path
     trained = train_incremental(baseline, only_sentences, config, training, Run(tmp_path / "run", False))
     assert trained.config.segment_length == "1sent"
     trained.save(tmp_path / "model")
-    assert (
-        CorefModel.load(tmp_path / "model").corpus_documents(only_sentences, "dev")[0]["sentences"]
-        == (segmented.documents("dev", "1sent")[0]["sentences"])
-    )
+    loaded = CorefModel.load(tmp_path / "model")
+    read = loaded.corpus_documents(only_sentences, "dev")[0]["sentences"]
+    assert read == segmented.documents("dev", "1sent")[0]["sentences"]
+    # Raw text is segmented as the model was trained: one sentence a segment.
+    result = loaded.predict("Anna met her brother . He smiled . They left .")
+    assert [len(segment) - 2 for segment in result.document["sentences"]] == [5, 3, 3]
 
 
 def test_grid_commands_queue_one_experiment_per_training_length():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import pandas as pd
 import pytest
@@ -147,22 +148,27 @@ def test_grid_commands_queue_one_experiment_per_training_length():
         grid_commands("incremental", ["5 sentences"], [128], 384)
 
 
-def exp_show(*experiments) -> list:
-    """``dvc exp show --json`` output (DVC 3): the workspace, then the baseline commit and its experiments."""
+def exp_show(*experiments) -> tuple[list, dict]:
+    """``dvc exp show --json`` output (DVC 3: the workspace, then the baseline commit and its
+    experiments) and each experiment commit's results file, as ``{rev: text}``."""
 
-    def record(name, timestamp, results):
+    def record(name, timestamp):
         metrics = {"data/08_reporting/metrics_incremental_dev.json": {"data": {"conll_f1": 1.0}}}
-        if results is not None:
-            metrics[results_path("incremental")] = {"data": results}
         return {"rev": name + "-rev", "name": name, "data": {"timestamp": timestamp, "params": {}, "metrics": metrics}}
 
-    return [
-        {**record("workspace", "", None), "experiments": None},
+    shown = [
+        {**record("workspace", ""), "experiments": None},
         {
-            **record("main", "2026-11-23T20:00:00", None),
-            "experiments": [{"revs": [record(*experiment)]} for experiment in experiments],
+            **record("main", "2026-11-23T20:00:00"),
+            "experiments": [{"revs": [record(name, timestamp)]} for name, timestamp, _ in experiments],
         },
     ]
+    files = {name + "-rev": json.dumps(results) for name, _, results in experiments if results is not None}
+    return shown, files
+
+
+def reader(files: dict):
+    return lambda rev, path: files.get(rev) if path == results_path("incremental") else None
 
 
 def test_the_table_gathers_the_experiments_in_the_study_order(tmp_path):
@@ -172,7 +178,7 @@ def test_the_table_gathers_the_experiments_in_the_study_order(tmp_path):
         ("c", "2026-11-23T20:30:00", {"trained_at": "128", "dev_conll_f1": {"128": 1.0, "5sent": 2.0}}),  # older
         ("d", "2026-11-23T21:06:00", None),  # another experiment
     )
-    rows = study_rows(shown, "incremental")
+    rows = study_rows(*shown[:1], "incremental", reader(shown[1]))
     assert sorted(row["name"] for row in rows) == ["a", "b", "c"]
     table = study_table(rows)
     assert list(table.index) == ["128", "5sent"] and list(table.columns) == ["128", "5sent"]
@@ -183,7 +189,7 @@ def test_the_table_gathers_the_experiments_in_the_study_order(tmp_path):
     plot_table(table, tmp_path / "grid.png", "title")
     assert (tmp_path / "grid.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(ValueError, match="no experiment"):
-        study_table(study_rows(exp_show(), "incremental"))
+        study_table(study_rows(exp_show()[0], "incremental", reader({})))
     partial = study_table([{"timestamp": "", "trained_at": "256", "dev_conll_f1": {"256": 3.0}}, *rows])
     assert pd.isna(partial.loc["256", "128"]) and "| 256 |  | 3.00 |" in markdown_table(partial)
 
@@ -199,8 +205,21 @@ def test_the_commands(tmp_path, monkeypatch):
     )
     bad = runner.invoke(main, ["segment-study", "queue", "--dry-run", "--train-lengths", "7sentences"])
     assert bad.exit_code == 2 and "segment length '7sentences'" in bad.output
+    # A git repository whose commit holds one experiment's results, as `dvc exp run` commits them.
+    repository = tmp_path / "repository"
+    results = repository / results_path("incremental")
+    results.parent.mkdir(parents=True)
+    results.write_text(json.dumps({"trained_at": "128", "dev_conll_f1": {"128": 45.0}}))
+    git = ["git", "-C", str(repository), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(repository)], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "experiment"], check=True)
+    rev = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    listing, _ = exp_show(("a", "t", None))
+    listing[1]["experiments"][0]["revs"][0]["rev"] = rev
     shown = tmp_path / "exp.json"
-    shown.write_text(json.dumps(exp_show(("a", "t", {"trained_at": "128", "dev_conll_f1": {"128": 45.0}}))))
+    shown.write_text(json.dumps(listing))
+    monkeypatch.chdir(repository)
     out, docs = tmp_path / "reporting", tmp_path / "docs"
     made = runner.invoke(
         main, ["segment-study", "table", "--from-json", str(shown), "--out-dir", str(out), "--copy-to", str(docs)]
@@ -210,6 +229,6 @@ def test_the_commands(tmp_path, monkeypatch):
     for folder in (out, docs):
         assert (folder / "segment_lengths_incremental.md").read_text().startswith("| trained at")
         assert (folder / "segment_lengths_incremental.png").stat().st_size > 0
-    shown.write_text(json.dumps(exp_show()))
+    shown.write_text(json.dumps(exp_show()[0]))
     empty = runner.invoke(main, ["segment-study", "table", "--from-json", str(shown), "--out-dir", str(out)])
     assert empty.exit_code == 2 and "segment-study queue" in empty.output

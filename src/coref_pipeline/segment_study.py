@@ -12,8 +12,9 @@ or sentences (``"5sent"``).
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -120,30 +121,40 @@ def _yaml_list(values: Sequence[int | str]) -> str:
     return "[" + ",".join(str(value) for value in values) + "]"
 
 
-def study_rows(experiments: Any, model: str) -> list[dict[str, Any]]:
-    """The study's rows in ``dvc exp show --json`` output: ``{"name", "timestamp", "trained_at", "dev_conll_f1"}``."""
+def study_rows(experiments: Any, model: str, read: Callable[[str, str], str | None]) -> list[dict[str, Any]]:
+    """The study's rows: ``{"name", "timestamp", "trained_at", "dev_conll_f1"}`` of each experiment.
+
+    ``experiments`` is ``dvc exp show --json`` output; ``read(rev, path)`` gives a file's text
+    in a commit (``git show rev:path``) or None. The results file is committed with each
+    experiment (``cache: false``); experiments without it are left out.
+    """
     path = results_path(model)
     rows = []
     for record in _records(experiments):
-        data = record.get("data") or {}
-        metrics = (data.get("metrics") or {}).get(path, {}).get("data")
-        if not metrics or "trained_at" not in metrics:
+        rev = record.get("rev")
+        if not rev or rev == "workspace":
+            continue
+        text = read(rev, path)
+        if not text:
+            continue
+        results = json.loads(text)
+        if "trained_at" not in results:
             continue
         rows.append(
             {
-                "name": record.get("name") or record.get("rev"),
-                "timestamp": data.get("timestamp") or "",
-                "trained_at": str(metrics["trained_at"]),
-                "dev_conll_f1": metrics["dev_conll_f1"],
+                "name": record.get("name") or rev,
+                "timestamp": (record.get("data") or {}).get("timestamp") or "",
+                "trained_at": str(results["trained_at"]),
+                "dev_conll_f1": results["dev_conll_f1"],
             }
         )
     return rows
 
 
 def _records(node: Any) -> Iterator[Mapping[str, Any]]:
-    """Every experiment record (a mapping with a ``data`` entry) anywhere in ``dvc exp show --json`` output."""
+    """Every commit record (a mapping with ``rev`` and ``data``) anywhere in ``dvc exp show --json`` output."""
     if isinstance(node, Mapping):
-        if isinstance(node.get("data"), Mapping) and "metrics" in node["data"]:
+        if "rev" in node and isinstance(node.get("data"), Mapping):
             yield node
         for value in node.values():
             if isinstance(value, list | Mapping):

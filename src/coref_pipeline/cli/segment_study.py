@@ -105,8 +105,13 @@ def table(model: str, out_dir: str, copy_to: str | None, from_json: str | None) 
         except subprocess.CalledProcessError as error:
             raise CommandError(f"`dvc exp show --json` failed: {error.stderr.strip()}") from None
         text = done.stdout
+
+    def read(rev: str, path: str) -> str | None:
+        shown = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, text=True)
+        return shown.stdout if shown.returncode == 0 else None
+
     try:
-        rows = study_rows(json.loads(text), model)
+        rows = study_rows(json.loads(text), model, read)
         found = study_table(rows)
     except ValueError as error:
         raise CommandError(f"{error}: queue them with `coref-pipeline segment-study queue`") from None

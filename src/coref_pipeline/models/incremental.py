@@ -324,13 +324,14 @@ class SegmentLoss:
                 table.append(part.unsqueeze(0))
         entities, projections, priors = (torch.cat(table) for table in tables)  # [rows, D], [rows, ffnn], [rows]
         n, width = len(self.spans), max(1, max(len(options) for options in self.options))
-        index = torch.zeros(n, width, dtype=torch.long)  # [n, C]
-        distance = torch.zeros(n, width, dtype=torch.long)  # [n, C]
-        valid = torch.zeros(n, width, dtype=torch.bool)  # [n, C]
-        gold = torch.zeros(n, width + 1, dtype=torch.bool)  # [n, 1 + C]: 0 = a new entity
+        cpu = torch.device("cpu")  # built on the host, whatever the default device, then moved
+        index = torch.zeros(n, width, dtype=torch.long, device=cpu)  # [n, C]
+        distance = torch.zeros(n, width, dtype=torch.long, device=cpu)  # [n, C]
+        valid = torch.zeros(n, width, dtype=torch.bool, device=cpu)  # [n, C]
+        gold = torch.zeros(n, width + 1, dtype=torch.bool, device=cpu)  # [n, 1 + C]: 0 = a new entity
         for row, (options, distances, golds) in enumerate(zip(self.options, self.distances, self.gold, strict=True)):
-            index[row, : len(options)] = torch.tensor(options, dtype=torch.long)
-            distance[row, : len(options)] = torch.tensor(distances, dtype=torch.long)
+            index[row, : len(options)] = torch.tensor(options, dtype=torch.long, device=cpu)
+            distance[row, : len(options)] = torch.tensor(distances, dtype=torch.long, device=cpu)
             valid[row, : len(options)] = True
             gold[row, golds] = True
         index, distance, valid, gold = (tensor.to(device) for tensor in (index, distance, valid, gold))

@@ -9,9 +9,12 @@ Run: python benchmarks/baseline.py [--minutes 60] [--throughput-steps 30] [--ski
 3. Scores the best model on test; prints CoNLL F1, training minutes, documents/s,
    the dev learning curve and the peak resident memory.
 4. Inference cost: full prediction time vs the encoder's own forward time on the
-   test documents, in fp32 and in bf16 (``CorefModel.load(..., precision="bf16-mixed")``).
+   test documents, in fp32 and in bf16 (``CorefModel.load(..., precision="bf16-mixed")``),
+   the latter with each ``--inference-antecedents`` count (``max_top_antecedents`` at
+   inference), with the test F1 of each; plotted to ``inference_tradeoff.png``.
 5. Throughput at the peer configuration (seg 384, 3 training segments, ffnn 1000,
-   coref_depth 1, lr 2e-5/2e-4, all spans): documents/s over ``--throughput-steps``.
+   coref_depth 1, 50 antecedents, lr 2e-5/2e-4, all spans) in the run's precision:
+   documents/s over ``--throughput-steps``.
 
 Figures go to stdout and to ``data/benchmarks/baseline_litbank/results.json``.
 """
@@ -91,10 +94,12 @@ def inference_ratio(trained: CorefModel, documents: list[dict]) -> dict[str, flo
     return timings
 
 
-def throughput(corpus: SegmentedCorpus, steps: int) -> dict[str, float]:
-    """Training documents/s at the peer configuration (the cpu_minilm preset, all spans): the one training step."""
+def throughput(corpus: SegmentedCorpus, steps: int, precision: str) -> dict[str, float]:
+    """Training documents/s at the peer configuration (the cpu_minilm preset, all spans) in ``precision``:
+    the one training step."""
     presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
-    model_config, training = baseline_settings(presets, "cpu_minilm", {"word_boundary_spans": False, "coref_depth": 1})
+    peer = {"word_boundary_spans": False, "coref_depth": 1, "precision": precision}
+    model_config, training = baseline_settings(presets, "cpu_minilm", peer)
     seed_everything(training.seed)
     trained = build_baseline(model_config)
     model = trained.model
@@ -112,7 +117,7 @@ def throughput(corpus: SegmentedCorpus, steps: int) -> dict[str, float]:
         training_step(model.training_losses, crop, optimisers, training.gradient_clip, engine)
         timings.append(time.perf_counter() - started)
     measured = timings[3:]  # the first steps warm up
-    return {"steps": len(measured), "seconds_per_document": sum(measured) / len(measured)}
+    return {"steps": len(measured), "seconds_per_document": sum(measured) / len(measured), "precision": precision}
 
 
 def plot_learning_curve(dvclive: Path, out: Path) -> None:
@@ -139,6 +144,29 @@ def plot_learning_curve(dvclive: Path, out: Path) -> None:
     plt.close(figure)
 
 
+def plot_inference_tradeoff(inference: dict[str, dict[str, float]], out: Path) -> None:
+    """Test CoNLL F1 against inference time / encoder time, one point per precision and antecedent count."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(6, 4))
+    for name, point in inference.items():
+        axis.scatter(point["ratio"], point["test_conll_f1"])
+        axis.annotate(
+            name, (point["ratio"], point["test_conll_f1"]), fontsize=8, xytext=(4, 4), textcoords="offset points"
+        )
+    axis.axvline(2.0, linestyle="--", color="grey", label="goal: 2x the encoder")
+    axis.set(
+        title="LitBank test: inference cost and F1", xlabel="inference time / encoder time", ylabel="test CoNLL F1"
+    )
+    axis.legend()
+    figure.tight_layout()
+    figure.savefig(out, dpi=100)
+    plt.close(figure)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0, help="training-time budget")
@@ -148,6 +176,11 @@ def main() -> None:
     parser.add_argument("--skip-training", action="store_true", help="reuse the trained model in the work folder")
     parser.add_argument("--work-dir", type=Path, default=WORK, help="where the run and results.json go")
     parser.add_argument("--skip-inference", action="store_true", help="no inference timing")
+    parser.add_argument(
+        "--inference-antecedents",
+        default="50,30,20",
+        help="bf16 inference is timed and scored with each of these max_top_antecedents (comma-separated)",
+    )
     args = parser.parse_args()
     work = args.work_dir
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -191,16 +224,16 @@ def main() -> None:
         "mention_recall": 100 * test_scores.mentions.recall,
         "mention_precision": 100 * test_scores.mentions.precision,
     }
-    results["inference"] = (
-        {}
-        if args.skip_inference
-        else {
-            precision: inference_ratio(CorefModel.load(work / "run" / "best", precision=precision), test_documents)
-            for precision in ("32", "bf16-mixed")
-        }
-    )
+    results["inference"] = {}
+    if not args.skip_inference:
+        settings = [("32", None)] + [("bf16-mixed", int(c)) for c in args.inference_antecedents.split(",")]
+        for precision, antecedents in settings:
+            name = precision if antecedents is None else f"{precision}, {antecedents} antecedents"
+            model = CorefModel.load(work / "run" / "best", precision=precision, max_top_antecedents=antecedents)
+            results["inference"][name] = inference_ratio(model, test_documents)
+        plot_inference_tradeoff(results["inference"], work / "inference_tradeoff.png")
     if args.throughput_steps > 0:
-        results["throughput_peer_config"] = throughput(corpus, args.throughput_steps)
+        results["throughput_peer_config"] = throughput(corpus, args.throughput_steps, training.precision)
     results["peak_rss_mb"] = peak_memory_mb()
     (work / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 
@@ -216,12 +249,12 @@ def main() -> None:
     if "throughput_peer_config" in results:
         peer = results["throughput_peer_config"]
         print(
-            f"peer configuration: {peer['seconds_per_document']:.2f} s/document "
+            f"peer configuration ({peer['precision']}): {peer['seconds_per_document']:.2f} s/document "
             f"({1 / peer['seconds_per_document']:.3f} documents/s) over {peer['steps']} steps"
         )
-    for precision, inference in results["inference"].items():
+    for name, inference in results["inference"].items():
         print(
-            f"inference at {precision}: {inference['predict_seconds']:.2f} s vs encoder "
+            f"inference at {name}: {inference['predict_seconds']:.2f} s vs encoder "
             f"{inference['encoder_seconds']:.2f} s at the same precision = {inference['ratio']:.2f}x on "
             f"{len(test_documents)} test documents (test CoNLL F1 {inference['test_conll_f1']:.2f})"
         )

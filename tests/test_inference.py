@@ -274,3 +274,48 @@ def test_an_incremental_model_saved_before_the_score_key_loads_with_the_papers_s
     loaded = CorefModel.load(directory)
     assert loaded.config.score == "paper" and not hasattr(loaded.model, "src_projection")
     assert loaded.predict(UNICODE_TEXT).words
+
+
+def test_fewer_antecedents_at_inference_score_the_top_coarse_ones_as_the_full_model_does(tmp_path):
+    """``max_top_antecedents`` at load: each span's fine FFNN sees only its best antecedents by coarse
+    score, and (coref_depth 1, no refinement over the antecedent set) scores each of them exactly as
+    the model with all its antecedents does."""
+    import torch
+
+    from coref_pipeline.inference import as_split_text
+    from coref_pipeline.models.baseline import BaselineCorefModel
+    from coref_pipeline.models.config import ConfigError
+
+    from .models.tiny import tiny_config, tiny_encoder, tiny_hf_tokenizer
+
+    config = tiny_config(max_segment_len=32, coref_depth=1)
+    CorefModel("baseline", BaselineCorefModel(config, tiny_encoder(seed=3)), tiny_hf_tokenizer()).save(tmp_path / "b")
+    full, few = CorefModel.load(tmp_path / "b"), CorefModel.load(tmp_path / "b", max_top_antecedents=2)
+    assert few.config.max_top_antecedents == 2 < full.config.max_top_antecedents
+    document = full.jsonlines_document(as_split_text(UNICODE_TEXT * 3), None, "nw", "d")
+    full_output = full._forward_for_inference(full.tensorize(document))
+    few_output = few._forward_for_inference(few.tensorize(document))
+    assert torch.equal(few_output.top_span_starts, full_output.top_span_starts)  # the same kept spans
+    assert few_output.top_antecedents.shape[1] == 2 < full_output.top_antecedents.shape[1]
+    checked = 0
+    for span in range(full_output.top_antecedents.shape[0]):
+        real = full_output.top_antecedent_mask[span]
+        full_scores = dict(
+            zip(
+                full_output.top_antecedents[span][real].tolist(),
+                full_output.top_antecedent_scores[span, 1:][real].tolist(),
+                strict=True,
+            )
+        )
+        kept_mask = few_output.top_antecedent_mask[span]
+        kept = few_output.top_antecedents[span][kept_mask].tolist()
+        assert len(kept) == min(2, len(full_scores))
+        for antecedent, score in zip(kept, few_output.top_antecedent_scores[span, 1:][kept_mask].tolist(), strict=True):
+            assert score == pytest.approx(full_scores[antecedent], abs=1e-5)
+            checked += 1
+    assert checked > 10
+    _, incremental_dir = save_tiny_models(tmp_path / "tiny")
+    with pytest.raises(ConfigError, match="baseline setting"):
+        CorefModel.load(incremental_dir, max_top_antecedents=2)
+    with pytest.raises(ConfigError, match="max_top_antecedents must be at least 1"):
+        CorefModel.load(tmp_path / "b", max_top_antecedents=0)

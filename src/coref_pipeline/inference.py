@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from coref_pipeline.conll import DEFAULT_GENRE, NO_SPEAKER
 from coref_pipeline.corpus import SegmentedCorpus
-from coref_pipeline.devices import resolve_device
+from coref_pipeline.devices import keep_host_memory, resolve_device
 from coref_pipeline.errors import UserError
 from coref_pipeline.evaluation.predictions import word_clusters
 from coref_pipeline.inputs import DocumentInput, InputFormatError, SpeakersInput, record_content
@@ -72,6 +72,7 @@ class CorefModel:
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
             raise ConfigError(f"inference precision must be one of {list(PRECISIONS)}, got {self.precision!r}")
+        keep_host_memory()  # large freed tensors reused, not page-faulted in again (devices.keep_host_memory)
 
     @property
     def config(self) -> BaselineConfig | IncrementalConfig:
@@ -87,6 +88,7 @@ class CorefModel:
         max_inference_subtokens: int | None = None,
         device: str | torch.device = "cpu",
         precision: str = "32",
+        max_top_antecedents: int | None = None,
     ) -> CorefModel:
         """Load a model directory written by ``save`` (safetensors and JSON only, no network).
 
@@ -97,6 +99,10 @@ class CorefModel:
         :class:`~coref_pipeline.devices.DeviceError`. ``precision``: ``32`` (default) or
         ``bf16-mixed`` / ``16-mixed``, computed under autocast (bf16: 1.56x faster on a
         CPU with bf16 units, LitBank test F1 within 0.15; see docs/benchmarks.md).
+        ``max_top_antecedents`` (baseline): the antecedents per span kept by the coarse
+        score for the fine FFNN at inference, instead of the model's own (50): fewer is
+        faster, the fine stage's cost is proportional to it, and may cost F1
+        (docs/benchmarks.md measures both on LitBank).
         """
         target = resolve_device(device)
         model_type, model_config, encoder_config, state_dict, tokenizer = load_model_directory(directory)
@@ -108,6 +114,12 @@ class CorefModel:
         config = config_class.from_dict(model_config)
         if max_inference_subtokens is not None and model_type == "baseline":
             config = dataclasses.replace(config, max_inference_subtokens=max_inference_subtokens)
+        if max_top_antecedents is not None:
+            if model_type != "baseline":
+                raise ConfigError(
+                    f"max_top_antecedents is a baseline setting; {directory} holds a {model_type!r} model"
+                )
+            config = dataclasses.replace(config, max_top_antecedents=max_top_antecedents)
         model = model_class(config, SegmentEncoder.from_config(encoder_config))
         model.load_state_dict(state_dict)
         model.to(target).eval()

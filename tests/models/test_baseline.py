@@ -10,7 +10,7 @@ import torch
 from coref_pipeline.models.baseline import BaselineCorefModel, antecedent_loss, mention_loss, predicted_clusters
 from coref_pipeline.models.config import BaselineConfig, ConfigError
 from coref_pipeline.models.document import crop, random_crop
-from coref_pipeline.models.layers import Dropout
+from coref_pipeline.models.layers import FFNN, Dropout
 from coref_pipeline.models.spans import bucket_distance
 
 from .tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
@@ -163,6 +163,33 @@ def test_byte_dropout_gradient_is_the_mask_times_the_scale():
     kept = outputs.detach() != 0
     assert torch.equal(inputs.grad, kept.float() * (256 / 179))
     assert torch.equal(outputs.detach(), inputs.detach() * kept * (256 / 179))
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_ffnn_folds_the_last_dropout_scale_into_its_output_layer(depth):
+    """from_first_layer applies the last dropout's scale after the output layer: the same values and
+    gradients as dropout (mask times scale) on the hidden activations, under the same random draws."""
+    ffnn = FFNN(12, 30, depth, 1, 0.3).train()
+    pre = torch.randn(7, 5, 30, requires_grad=True)
+
+    def direct(pre: torch.Tensor) -> torch.Tensor:
+        hidden = torch.relu(pre)
+        for layer in ffnn.hidden[1:]:
+            hidden = torch.relu(layer(ffnn.dropout(hidden)))
+        return ffnn.output(ffnn.dropout(hidden))
+
+    torch.manual_seed(3)
+    folded = ffnn.from_first_layer(pre)
+    (folded_grad,) = torch.autograd.grad(folded.sum(), pre)
+    torch.manual_seed(3)
+    expected = direct(pre)
+    (expected_grad,) = torch.autograd.grad(expected.sum(), pre)
+    torch.testing.assert_close(folded, expected, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(folded_grad, expected_grad, rtol=1e-6, atol=1e-6)
+    ffnn.eval()
+    plain = ffnn.from_first_layer(pre)
+    assert torch.equal(plain, direct(pre))  # no dropout: the plain network
+    assert not torch.allclose(folded, plain)  # and in training the dropout did act
 
 
 def test_config_rejects_unknown_keys_and_bad_values():

@@ -40,6 +40,11 @@ DESCRIPTION = (
     help="the baseline's length limit (default: the model's max_inference_subtokens, 30000)",
 )
 @click.option(
+    "--max-antecedents",
+    type=click.IntRange(min=1),
+    help="baseline: antecedents per span scored by the fine FFNN (default: the model's, 50); fewer is faster",
+)
+@click.option(
     "--device",
     default="auto",
     show_default=True,
@@ -61,6 +66,7 @@ def predict(
     html: str | None,
     genre: str | None,
     max_subtokens: int | None,
+    max_antecedents: int | None,
     device: str,
     precision: str,
 ) -> None:
@@ -82,7 +88,7 @@ def predict(
                 f"and for --conll without --gold-conll: {without_words[:3]}"
             )
 
-    model = _load_model(model_dir, max_subtokens, device, precision)
+    model = _load_model(model_dir, max_subtokens, device, precision, max_antecedents)
     try:
         if joshi:
             _check_segmentation(model, inputs.records, input_path)
@@ -128,11 +134,19 @@ def _read_inputs(input_path: str) -> Any:
     return inputs
 
 
-def _load_model(model_dir: str, max_subtokens: int | None, device: str, precision: str) -> Any:
+def _load_model(
+    model_dir: str, max_subtokens: int | None, device: str, precision: str, max_antecedents: int | None = None
+) -> Any:
     from coref_pipeline.inference import CorefModel
 
     try:
-        return CorefModel.load(model_dir, max_inference_subtokens=max_subtokens, device=device, precision=precision)
+        return CorefModel.load(
+            model_dir,
+            max_inference_subtokens=max_subtokens,
+            device=device,
+            precision=precision,
+            max_top_antecedents=max_antecedents,
+        )
     except (OSError, ValueError, KeyError) as error:  # ConfigError is a ValueError
         raise CommandError(error) from None
 

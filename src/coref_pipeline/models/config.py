@@ -135,6 +135,8 @@ class BaselineConfig(SpanModelConfig):
             raise ConfigError(f"mention_loss_coef must be 0 or more, got {self.mention_loss_coef}")
         if self.coref_depth < 1:
             raise ConfigError(f"coref_depth must be at least 1, got {self.coref_depth}")
+        if self.max_top_antecedents < 1:
+            raise ConfigError(f"max_top_antecedents must be at least 1, got {self.max_top_antecedents}")
 
 
 UPDATES = ("learned", "mean")

@@ -14,15 +14,34 @@ class Dropout(nn.Module):
         self.rate = rate
         self.threshold = round(rate * 256)
 
+    @property
+    def active(self) -> bool:
+        return self.training and self.threshold > 0
+
+    @property
+    def scale(self) -> float:
+        """What a kept element is multiplied by: ``256 / (256 - threshold)``."""
+        return 256.0 / (256 - self.threshold)
+
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
-        if not self.training or self.threshold == 0:
+        if not self.active:
+            return inputs
+        return self.unscaled(inputs) * self.scale
+
+    def unscaled(self, inputs: torch.Tensor) -> torch.Tensor:
+        """The inputs with the dropped elements zeroed, not yet multiplied by ``scale`` (identity when inactive).
+
+        For a caller that folds the scale into the next linear map: one pass fewer over a
+        large tensor forward, and one fewer backward.
+        """
+        if not self.active:
             return inputs
         count = inputs.numel()
         # One random byte per element, drawn 8 at a time: ~3x cheaper than bernoulli_ on a CPU.
         words = torch.randint(-(2**63), 2**63 - 1, ((count + 7) // 8,), dtype=torch.int64, device=inputs.device)
         keep = words.view(torch.uint8)[:count].view(inputs.shape) >= self.threshold  # [*inputs.shape] bool
         # Autograd keeps the bool mask (one byte an element) for the backward pass, as a hand-written one would.
-        return inputs * keep * (256.0 / (256 - self.threshold))
+        return inputs * keep
 
 
 def init_weights(module: nn.Module) -> None:
@@ -50,8 +69,15 @@ class FFNN(nn.Module):
         return self.from_first_layer(self.hidden[0](inputs))
 
     def from_first_layer(self, pre_activation: torch.Tensor) -> torch.Tensor:
-        """The rest of the network, given the first hidden layer before its ReLU."""
-        hidden = self.dropout(torch.relu(pre_activation))
+        """The rest of the network, given the first hidden layer before its ReLU.
+
+        The last dropout's scale is applied after the output layer, to its ``[rows, 1]``
+        result (``W (s h) + b = s (W h) + b``), not to the ``[rows, hidden]`` activations.
+        """
+        hidden = torch.relu(pre_activation)
         for layer in self.hidden[1:]:
-            hidden = self.dropout(torch.relu(layer(hidden)))
-        return self.output(hidden)
+            hidden = torch.relu(layer(self.dropout(hidden)))
+        if not self.dropout.active:
+            return self.output(hidden)
+        unscaled = torch.nn.functional.linear(self.dropout.unscaled(hidden), self.output.weight)
+        return unscaled * self.dropout.scale + self.output.bias

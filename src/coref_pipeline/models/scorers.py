@@ -207,15 +207,27 @@ class PairScorer(nn.Module):
             target_projection = self.project_targets(targets, weights)  # [k, ffnn]
         k, c = index.shape
         flat = index.reshape(-1)  # [k * c]
-        similarity = targets.unsqueeze(1) * candidates.index_select(0, flat).view(k, c, -1)  # [k, c, D]
-        # One GEMM adds the product part to the gathered candidate part; the rest is added in place
-        # (the [k, c, ffnn] tensor is the fine stage's largest: each extra copy costs as much as a GEMM).
+        # The product is formed in the compute dtype (bf16 under bf16 autocast): the [k, c, D] tensor is
+        # then written once, not written in fp32 and copied again for the GEMM.
+        dtype = compute_dtype(targets)
+        similarity = targets.to(dtype).unsqueeze(1) * candidates.to(dtype).index_select(0, flat).view(k, c, -1)
+        # One GEMM adds the product part to the gathered candidate part, a second one (K = features)
+        # the features; all on the flat [k * c, ffnn] tensor, without in-place writes through a view,
+        # whose backward would zero-fill and copy the whole tensor again.
         gathered = candidate_projection.index_select(0, flat)  # [k * c, ffnn]
-        pre = torch.addmm(gathered, similarity.view(k * c, -1), weights[2].T).view(k, c, -1)  # [k, c, ffnn]
-        pre.add_(target_projection.unsqueeze(1))
+        pre = torch.addmm(gathered, similarity.view(k * c, -1), weights[2].T)  # [k * c, ffnn]
         if features is not None:
-            pre.add_(features @ weights[3].T)
+            pre = torch.addmm(pre, features.reshape(k * c, -1), weights[3].T)
+        pre = pre.view(k, c, -1) + target_projection.unsqueeze(1)  # [k, c, ffnn]
         return self.slow_antecedent_scores.from_first_layer(pre).squeeze(2).float()  # [k, c]; fp32 for the loss
+
+
+def compute_dtype(tensor: torch.Tensor) -> torch.dtype:
+    """The dtype matmuls on ``tensor``'s device compute in: autocast's when it is on, else the tensor's."""
+    device_type = tensor.device.type
+    if device_type in ("cpu", "cuda", "mps") and torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return tensor.dtype
 
 
 def upgrade_version_1_names(state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from coref_pipeline.devices import resolve_device
+from coref_pipeline.devices import keep_host_memory, resolve_device
 from coref_pipeline.models.config import TrainingConfig
 
 logger = logging.getLogger(__name__)
@@ -198,7 +198,8 @@ class Engine:
 
 
 def _call_with_engine(fabric: Any, engine: Engine, function: Callable[..., Any], *args: Any) -> Any:
-    """Inside each worker: this rank's logging, thread count and seeds, then the function."""
+    """Inside each worker: this rank's allocator, logging, thread count and seeds, then the function."""
+    keep_host_memory()  # a spawned worker is a new process
     if engine.world_size > 1:
         if engine.device.type == "cpu":  # this node's cores shared by its processes
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // engine.training.devices))

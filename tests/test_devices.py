@@ -156,3 +156,30 @@ def test_freed_large_tensors_are_reused_not_page_faulted_in_again():
     if faults_default < 12 * 49_152 * 0.9:
         pytest.skip(f"{faults_default} page faults in 12 steps by default: huge pages, nothing to compare")
     assert faults_kept < faults_default / 2
+
+
+BOUND_SCRIPT = """
+import torch
+from coref_pipeline import devices
+assert devices.keep_host_memory()
+def resident_mb():
+    return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) // 1024
+blocks = [torch.ones(16 * 1024 * 1024 + i * 4096) for i in range(6)]  # 6 x 64 MB, then freed
+held = torch.ones(1024)  # allocated after them: the freed blocks are not the heap's top
+del blocks
+before = resident_mb()
+devices._free_heap_bound_bytes = 1 << 40
+within = devices.bound_host_memory()  # 384 MB free: within the bound
+devices._free_heap_bound_bytes = 100 << 20
+trimmed = devices.bound_host_memory()
+print(within, trimmed, before - resident_mb())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the malloc setting is glibc's (Linux)")
+def test_free_heap_pages_go_back_once_over_the_bound():
+    env = {**os.environ, "COREF_PIPELINE_KEEP_HOST_MEMORY": "1"}
+    out = subprocess.run([sys.executable, "-c", BOUND_SCRIPT], env=env, capture_output=True, text=True, check=True)
+    within, trimmed, released_mb = out.stdout.split()
+    assert (within, trimmed) == ("False", "True")
+    assert int(released_mb) > 300  # the 384 MB of freed blocks left the resident set

@@ -29,6 +29,10 @@ KEEP_HOST_MEMORY_VARIABLE = "COREF_PIPELINE_KEEP_HOST_MEMORY"
 # glibc's mallopt parameters (malloc.h) and the heap top kept when memory is freed.
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4
 _KEPT_HEAP_TOP_BYTES = 1 << 30
+# Below this much physical memory the setting stays off unless the variable is 1: its bound
+# (a quarter of the memory) would be too small to keep what a step frees.
+KEEP_HOST_MEMORY_MIN_RAM_BYTES = 16 << 30
+_free_heap_bound_bytes = 0  # a quarter of physical memory, set by keep_host_memory
 _host_memory_kept = False
 
 
@@ -73,30 +77,61 @@ def resolve_device(name: str | torch.device | None = "auto") -> torch.device:
     raise DeviceError(f"unknown device {name!r}: use {DEVICE_NAMES}")
 
 
+class _MallInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (malloc.h, glibc 2.33 and later)."""
+
+    _fields_ = [
+        (name, ctypes.c_size_t)
+        for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks")
+    ] + [("keepcost", ctypes.c_size_t)]
+
+
+_libc: ctypes.CDLL | None = None
+
+
 def keep_host_memory() -> bool:
-    """Let glibc's malloc keep the memory of freed large blocks for reuse; True when set (once per process).
+    """Let glibc's malloc keep freed large blocks for reuse, up to a bound; True when set (once per process).
 
     By default glibc serves every block over 32 MB with a fresh ``mmap`` and unmaps
     it when it is freed, so each of a step's large tensors (the fine stage's
     ``[k, c, ffnn]`` and ``[k, c, span_dim]``, some 100 MB each) is page-faulted in
     again every time: about a quarter of a CPU training step here
-    (docs/benchmarks.md). With ``mmap`` off and a 1 GB trim threshold, freed blocks
-    stay in the heap and the next step reuses them. The values computed do not
-    change. Linux with glibc only (elsewhere nothing is done); the environment
-    variable ``COREF_PIPELINE_KEEP_HOST_MEMORY=0`` leaves the allocator alone.
+    (docs/benchmarks.md). With ``mmap`` off, freed blocks stay in the heap and the next
+    step reuses them. The heap's free part grows as documents of other sizes come
+    (torch's 64-byte aligned requests rarely fit a freed block exactly), so
+    :func:`bound_host_memory`, called after each training step and each predicted
+    document, hands free pages back once more than a quarter of the machine's memory is
+    free in the heap. The values computed do not change. Linux with glibc 2.33 or later
+    only (elsewhere nothing is done). ``COREF_PIPELINE_KEEP_HOST_MEMORY``: ``0`` leaves
+    the allocator alone, ``1`` sets it; unset, it is set on machines with 16 GiB or more.
     """
-    global _host_memory_kept
+    global _host_memory_kept, _libc, _free_heap_bound_bytes
     if _host_memory_kept:
         return True
-    if os.environ.get(KEEP_HOST_MEMORY_VARIABLE, "1").strip() == "0" or not sys.platform.startswith("linux"):
+    wanted = os.environ.get(KEEP_HOST_MEMORY_VARIABLE, "").strip()
+    if wanted == "0" or not sys.platform.startswith("linux"):
+        return False
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if wanted != "1" and memory < KEEP_HOST_MEMORY_MIN_RAM_BYTES:
         return False
     try:
         libc = ctypes.CDLL("libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # musl or another C library: no mallopt
+        mallopt, _, _ = libc.mallopt, libc.mallinfo2, libc.malloc_trim
+    except (OSError, AttributeError):  # musl, or a glibc older than 2.33 (no mallinfo2)
         return False
+    libc.mallinfo2.restype = _MallInfo2
     if not (mallopt(_M_MMAP_MAX, 0) and mallopt(_M_TRIM_THRESHOLD, ctypes.c_int(_KEPT_HEAP_TOP_BYTES))):
         return False
-    _host_memory_kept = True
+    _libc, _host_memory_kept, _free_heap_bound_bytes = libc, True, memory // 4
     logger.debug("malloc keeps freed host memory for reuse (%s=0 turns this off)", KEEP_HOST_MEMORY_VARIABLE)
+    return True
+
+
+def bound_host_memory() -> bool:
+    """Under :func:`keep_host_memory`: when more than a quarter of the machine's memory is free in the
+    heap, hand those pages back to the system (``malloc_trim``); True when it did. The blocks stay
+    in the heap and are faulted in again when reused."""
+    if _libc is None or _libc.mallinfo2().fordblks <= _free_heap_bound_bytes:
+        return False
+    _libc.malloc_trim(0)
     return True

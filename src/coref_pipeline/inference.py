@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from coref_pipeline.conll import DEFAULT_GENRE, NO_SPEAKER
 from coref_pipeline.corpus import SegmentedCorpus
-from coref_pipeline.devices import keep_host_memory, resolve_device
+from coref_pipeline.devices import bound_host_memory, keep_host_memory, resolve_device
 from coref_pipeline.errors import UserError
 from coref_pipeline.evaluation.predictions import word_clusters
 from coref_pipeline.inputs import DocumentInput, InputFormatError, SpeakersInput, record_content
@@ -195,7 +195,9 @@ class CorefModel:
     def _forward_for_inference(self, tensors: DocumentTensors) -> Any:
         """The model's output in evaluation mode without gradients."""
         with self._evaluation_mode():
-            return self.model(tensors)
+            output = self.model(tensors)
+        bound_host_memory()  # the heap's free part kept for the next document, within a bound
+        return output
 
     @contextmanager
     def _evaluation_mode(self) -> Iterator[None]:

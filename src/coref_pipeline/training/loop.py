@@ -24,6 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from coref_pipeline.corpus import SegmentedCorpus
+from coref_pipeline.devices import bound_host_memory
 from coref_pipeline.evaluation.predictions import GoldKey, score_predictions, summary_metrics
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import ConfigError, TrainingConfig
@@ -122,6 +123,7 @@ def training_step(
             total += float(loss.detach())
     engine.synchronise_gradients()
     optimisers.step(gradient_clip, engine)
+    bound_host_memory()  # the heap's free part kept for the next steps, within a bound
     return total
 
 

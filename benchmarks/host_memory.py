@@ -1,0 +1,111 @@
+"""Speed and resident memory of training with and without the kept heap (devices.keep_host_memory).
+
+Run: python benchmarks/host_memory.py [--steps 60] [--eval-every 10]
+
+Two processes, one with ``COREF_PIPELINE_KEEP_HOST_MEMORY`` unset (the default: kept on a
+machine with 16 GiB or more, within its bound) and one with it at ``0``. Each trains the
+``cpu_minilm`` preset (bf16, word-boundary spans, as the LitBank benchmark) on the shared
+LitBank train documents for ``--steps`` steps, with a dev prediction of 4 full documents
+every ``--eval-every`` steps (whose blocks have other sizes than a step's), and prints
+seconds per step (after 3 warm-up steps), the resident memory every 5 steps and the peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def resident_mb() -> int:
+    status = Path("/proc/self/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0]) // 1024
+
+
+def child(steps: int, eval_every: int) -> dict[str, object]:
+    import torch
+    import yaml
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from baseline import segmented_litbank
+
+    from coref_pipeline import devices
+    from coref_pipeline.models.config import baseline_settings
+    from coref_pipeline.models.document import random_crop
+    from coref_pipeline.training import build_baseline, seed_everything
+    from coref_pipeline.training.engine import Engine
+    from coref_pipeline.training.loop import training_step
+    from coref_pipeline.training.optim import build_optimisers
+
+    presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
+    settings = {"word_boundary_spans": True, "precision": "bf16-mixed"}
+    model_config, training = baseline_settings(presets, "cpu_minilm", settings)
+    corpus = segmented_litbank(model_config.tokenizer_name, model_config.max_segment_len)
+    seed_everything(training.seed)
+    built = build_baseline(model_config)
+    model = built.model
+    train = [built.tensorize(d) for d in corpus.documents("train", model_config.max_segment_len)[:steps]]
+    dev = [built.tensorize(d) for d in corpus.documents("dev", model_config.max_segment_len)[:4]]
+    task = [p for module in model.task_modules() for p in module.parameters()]
+    optimisers = build_optimisers(model.encoder, task, training, 10_000)
+    generator = torch.Generator().manual_seed(0)
+    engine = Engine(replace(training, device="cpu"))
+    model.train()
+    seconds, resident = [], []
+    for step, document in enumerate(train, start=1):
+        started = time.perf_counter()
+        crop = random_crop(document, model_config.max_training_sentences, generator)
+        training_step(model.training_losses, crop, optimisers, training.gradient_clip, engine)
+        seconds.append(time.perf_counter() - started)
+        if step % eval_every == 0:
+            model.eval()
+            with torch.no_grad():
+                for tensors in dev:
+                    model(tensors)
+            model.train()
+        if step % 5 == 0:
+            resident.append(resident_mb())
+    measured = seconds[3:]
+    return {
+        "kept": devices._host_memory_kept,
+        "seconds_per_step": sum(measured) / len(measured),
+        "resident_mb_every_5_steps": resident,
+        "peak_resident_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(child(args.steps, args.eval_every)))
+        return
+    for setting in (None, "0"):
+        env = dict(os.environ)
+        env.pop("COREF_PIPELINE_KEEP_HOST_MEMORY", None)
+        if setting is not None:
+            env["COREF_PIPELINE_KEEP_HOST_MEMORY"] = setting
+        command = [sys.executable, __file__, "--child", "--steps", str(args.steps), "--eval-every", str(args.eval_every)]
+        done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        name = "unset (default)" if setting is None else setting
+        print(
+            f"COREF_PIPELINE_KEEP_HOST_MEMORY={name}: kept {result['kept']}, {result['seconds_per_step']:.3f} s/step, "
+            f"resident MB every 5 steps {result['resident_mb_every_5_steps']}, peak {result['peak_resident_mb']} MB",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()

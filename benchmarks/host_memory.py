@@ -96,7 +96,15 @@ def main() -> None:
         env.pop("COREF_PIPELINE_KEEP_HOST_MEMORY", None)
         if setting is not None:
             env["COREF_PIPELINE_KEEP_HOST_MEMORY"] = setting
-        command = [sys.executable, __file__, "--child", "--steps", str(args.steps), "--eval-every", str(args.eval_every)]
+        command = [
+            sys.executable,
+            __file__,
+            "--child",
+            "--steps",
+            str(args.steps),
+            "--eval-every",
+            str(args.eval_every),
+        ]
         done = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
         result = json.loads(done.stdout.strip().splitlines()[-1])
         name = "unset (default)" if setting is None else setting

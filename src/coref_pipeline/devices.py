@@ -33,7 +33,6 @@ _KEPT_HEAP_TOP_BYTES = 1 << 30
 # (a quarter of the memory) would be too small to keep what a step frees.
 KEEP_HOST_MEMORY_MIN_RAM_BYTES = 16 << 30
 _free_heap_bound_bytes = 0  # a quarter of physical memory, set by keep_host_memory
-_host_memory_kept = False
 
 
 class DeviceError(UserError, ValueError):
@@ -86,7 +85,7 @@ class _MallInfo2(ctypes.Structure):
     ] + [("keepcost", ctypes.c_size_t)]
 
 
-_libc: ctypes.CDLL | None = None
+_libc: ctypes.CDLL | None = None  # set once keep_host_memory has set the allocator
 
 
 def keep_host_memory() -> bool:
@@ -105,8 +104,8 @@ def keep_host_memory() -> bool:
     only (elsewhere nothing is done). ``COREF_PIPELINE_KEEP_HOST_MEMORY``: ``0`` leaves
     the allocator alone, ``1`` sets it; unset, it is set on machines with 16 GiB or more.
     """
-    global _host_memory_kept, _libc, _free_heap_bound_bytes
-    if _host_memory_kept:
+    global _libc, _free_heap_bound_bytes
+    if _libc is not None:
         return True
     wanted = os.environ.get(KEEP_HOST_MEMORY_VARIABLE, "").strip()
     if wanted == "0" or not sys.platform.startswith("linux"):
@@ -116,13 +115,13 @@ def keep_host_memory() -> bool:
         return False
     try:
         libc = ctypes.CDLL("libc.so.6")
-        mallopt, _, _ = libc.mallopt, libc.mallinfo2, libc.malloc_trim
+        libc.mallinfo2.restype = _MallInfo2  # and malloc_trim: bound_host_memory needs both
+        libc.malloc_trim  # noqa: B018
     except (OSError, AttributeError):  # musl, or a glibc older than 2.33 (no mallinfo2)
         return False
-    libc.mallinfo2.restype = _MallInfo2
-    if not (mallopt(_M_MMAP_MAX, 0) and mallopt(_M_TRIM_THRESHOLD, ctypes.c_int(_KEPT_HEAP_TOP_BYTES))):
+    if not (libc.mallopt(_M_MMAP_MAX, 0) and libc.mallopt(_M_TRIM_THRESHOLD, ctypes.c_int(_KEPT_HEAP_TOP_BYTES))):
         return False
-    _libc, _host_memory_kept, _free_heap_bound_bytes = libc, True, memory // 4
+    _libc, _free_heap_bound_bytes = libc, memory // 4
     logger.debug("malloc keeps freed host memory for reuse (%s=0 turns this off)", KEEP_HOST_MEMORY_VARIABLE)
     return True
 

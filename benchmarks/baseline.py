@@ -27,6 +27,7 @@ import logging
 import resource
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -37,7 +38,7 @@ from coref_pipeline.conll import ConllFile
 from coref_pipeline.corpus import SegmentedCorpus, preprocess_corpus, segment_corpus
 from coref_pipeline.evaluation.predictions import score_predictions
 from coref_pipeline.inference import CorefModel
-from coref_pipeline.models.config import baseline_settings
+from coref_pipeline.models.config import BaselineConfig, TrainingConfig, baseline_settings
 from coref_pipeline.models.document import random_crop
 from coref_pipeline.training import Run, build_baseline, seed_everything, train_baseline
 from coref_pipeline.training.engine import Engine
@@ -94,16 +95,25 @@ def inference_ratio(trained: CorefModel, documents: list[dict]) -> dict[str, flo
     return timings
 
 
-def throughput(corpus: SegmentedCorpus, steps: int, precision: str) -> dict[str, float]:
-    """Training documents/s at the peer configuration (the cpu_minilm preset, all spans) in ``precision``:
-    the one training step."""
+def cpu_minilm_settings(overrides: dict[str, object]) -> tuple[BaselineConfig, TrainingConfig]:
+    """The committed ``cpu_minilm`` preset with ``overrides``: model and training settings."""
     presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
-    peer = {"word_boundary_spans": False, "coref_depth": 1, "precision": precision}
-    model_config, training = baseline_settings(presets, "cpu_minilm", peer)
+    return baseline_settings(presets, "cpu_minilm", overrides)
+
+
+def timed_training_steps(
+    corpus: SegmentedCorpus,
+    model_config: BaselineConfig,
+    training: TrainingConfig,
+    steps: int,
+    after_step: Callable[[int, CorefModel], None] | None = None,
+) -> list[float]:
+    """Seconds of each of ``steps`` training steps (the one training step, on cropped train documents)
+    from the pretrained encoder; ``after_step(step, model)`` runs after each, untimed."""
     seed_everything(training.seed)
     trained = build_baseline(model_config)
     model = trained.model
-    documents = corpus.documents("train", model_config.max_segment_len)[: steps + 3]
+    documents = corpus.documents("train", model_config.max_segment_len)[:steps]
     tensors = [trained.tensorize(document) for document in documents]
     task = [p for module in model.task_modules() for p in module.parameters()]
     optimisers = build_optimisers(model.encoder, task, training, 10_000)
@@ -111,12 +121,23 @@ def throughput(corpus: SegmentedCorpus, steps: int, precision: str) -> dict[str,
     engine = Engine(replace(training, device="cpu"))
     model.train()
     timings = []
-    for document in tensors:
+    for step, document in enumerate(tensors, start=1):
         started = time.perf_counter()
         crop = random_crop(document, model_config.max_training_sentences, generator)
         training_step(model.training_losses, crop, optimisers, training.gradient_clip, engine)
         timings.append(time.perf_counter() - started)
-    measured = timings[3:]  # the first steps warm up
+        if after_step is not None:
+            after_step(step, trained)
+    return timings
+
+
+def throughput(corpus: SegmentedCorpus, steps: int, precision: str) -> dict[str, float]:
+    """Training documents/s at the peer configuration (the cpu_minilm preset, all spans) in ``precision``:
+    the one training step."""
+    model_config, training = cpu_minilm_settings(
+        {"word_boundary_spans": False, "coref_depth": 1, "precision": precision}
+    )
+    measured = timed_training_steps(corpus, model_config, training, steps + 3)[3:]  # the first steps warm up
     return {"steps": len(measured), "seconds_per_document": sum(measured) / len(measured), "precision": precision}
 
 
@@ -188,11 +209,10 @@ def main() -> None:
         sys.exit(f"shared LitBank corpus not found at {LITBANK}")
     work.mkdir(parents=True, exist_ok=True)
 
-    presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
     overrides = {"num_epochs": args.epochs, "eval_frequency": 80, "checkpoint_frequency": 80}
     overrides.update({"time_budget_minutes": args.minutes})
     overrides.update(parse_overrides(args.set))
-    model_config, training = baseline_settings(presets, "cpu_minilm", overrides)
+    model_config, training = cpu_minilm_settings(overrides)
     corpus = segmented_litbank(model_config.tokenizer_name, model_config.max_segment_len)
     results: dict[str, object] = {"model": model_config.to_dict(), "training": training.to_dict()}
 

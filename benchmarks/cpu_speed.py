@@ -34,18 +34,13 @@ OUT = ROOT / "data" / "benchmarks" / "cpu_speed.json"
 
 def child(kind: str, steps: int, precision: str, antecedents: int) -> dict[str, float]:
     """One measurement in this process (the parent sets the environment)."""
-    import yaml
-
     sys.path.insert(0, str(Path(__file__).parent))
-    from baseline import inference_ratio, segmented_litbank, throughput
+    from baseline import cpu_minilm_settings, inference_ratio, segmented_litbank, throughput
 
     from coref_pipeline.inference import CorefModel
-    from coref_pipeline.models.config import baseline_settings
     from coref_pipeline.training import build_baseline
 
-    presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
-    settings = {"word_boundary_spans": True, "max_top_antecedents": antecedents}
-    model_config, _ = baseline_settings(presets, "cpu_minilm", settings)
+    model_config, _ = cpu_minilm_settings({"word_boundary_spans": True, "max_top_antecedents": antecedents})
     corpus = segmented_litbank(model_config.tokenizer_name, model_config.max_segment_len)
     if kind == "train":
         return throughput(corpus, steps, precision)

@@ -18,8 +18,6 @@ import os
 import resource
 import subprocess
 import sys
-import time
-from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,48 +30,29 @@ def resident_mb() -> int:
 
 def child(steps: int, eval_every: int) -> dict[str, object]:
     import torch
-    import yaml
 
     sys.path.insert(0, str(Path(__file__).parent))
-    from baseline import segmented_litbank
+    from baseline import cpu_minilm_settings, segmented_litbank, timed_training_steps
 
     from coref_pipeline import devices
-    from coref_pipeline.models.config import baseline_settings
-    from coref_pipeline.models.document import random_crop
-    from coref_pipeline.training import build_baseline, seed_everything
-    from coref_pipeline.training.engine import Engine
-    from coref_pipeline.training.loop import training_step
-    from coref_pipeline.training.optim import build_optimisers
 
-    presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
-    settings = {"word_boundary_spans": True, "precision": "bf16-mixed"}
-    model_config, training = baseline_settings(presets, "cpu_minilm", settings)
+    model_config, training = cpu_minilm_settings({"word_boundary_spans": True, "precision": "bf16-mixed"})
     corpus = segmented_litbank(model_config.tokenizer_name, model_config.max_segment_len)
-    seed_everything(training.seed)
-    built = build_baseline(model_config)
-    model = built.model
-    train = [built.tensorize(d) for d in corpus.documents("train", model_config.max_segment_len)[:steps]]
-    dev = [built.tensorize(d) for d in corpus.documents("dev", model_config.max_segment_len)[:4]]
-    task = [p for module in model.task_modules() for p in module.parameters()]
-    optimisers = build_optimisers(model.encoder, task, training, 10_000)
-    generator = torch.Generator().manual_seed(0)
-    engine = Engine(replace(training, device="cpu"))
-    model.train()
-    seconds, resident = [], []
-    for step, document in enumerate(train, start=1):
-        started = time.perf_counter()
-        crop = random_crop(document, model_config.max_training_sentences, generator)
-        training_step(model.training_losses, crop, optimisers, training.gradient_clip, engine)
-        seconds.append(time.perf_counter() - started)
+    dev_documents = corpus.documents("dev", model_config.max_segment_len)[:4]
+    dev_tensors, resident = [], []
+
+    def after_step(step: int, trained) -> None:
         if step % eval_every == 0:
-            model.eval()
+            dev_tensors[:] = dev_tensors or [trained.tensorize(document) for document in dev_documents]
+            trained.model.eval()
             with torch.no_grad():
-                for tensors in dev:
-                    model(tensors)
-            model.train()
+                for tensors in dev_tensors:
+                    trained.model(tensors)
+            trained.model.train()
         if step % 5 == 0:
             resident.append(resident_mb())
-    measured = seconds[3:]
+
+    measured = timed_training_steps(corpus, model_config, training, steps, after_step)[3:]  # after warm-up
     return {
         "kept": devices.keep_host_memory(),  # already set by build_baseline; says whether it is
         "seconds_per_step": sum(measured) / len(measured),

@@ -24,11 +24,14 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-from baseline import LITBANK, ROOT, segmented_litbank  # benchmarks/baseline.py: the same LitBank split
+from baseline import (  # benchmarks/baseline.py: the same LitBank split
+    LITBANK,
+    ROOT,
+    cpu_minilm_settings,
+    segmented_litbank,
+)
 
 from coref_pipeline.corpus import SegmentedCorpus
-from coref_pipeline.models.config import baseline_settings
 from coref_pipeline.training import Run, train_baseline
 
 WORK = ROOT / "data" / "benchmarks" / "accelerators"
@@ -40,8 +43,7 @@ def final_state(work_dir: Path) -> dict:
 
 
 def train(corpus: SegmentedCorpus, name: str, overrides: dict) -> dict:
-    presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
-    model_config, training = baseline_settings(presets, "cpu_minilm", overrides)
+    model_config, training = cpu_minilm_settings(overrides)
     work_dir = WORK / name
     started = time.perf_counter()
     train_baseline(corpus, model_config, training, Run(work_dir, remove_singletons=True, restart=True))

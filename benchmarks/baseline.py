@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import resource
 import sys
 import time
@@ -58,8 +59,19 @@ def segmented_litbank(tokenizer_name: str, length: int) -> SegmentedCorpus:
     return SegmentedCorpus(*segment_corpus(frames, tokenizer_name, [length]))
 
 
+NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def parse_value(text: str) -> object:
+    """A ``--set`` value as YAML reads it, except that ``5e-5`` is a number (YAML 1.1 wants ``5.0e-5``)."""
+    value = yaml.safe_load(text)
+    if isinstance(value, str) and NUMBER.fullmatch(value.strip()):
+        return float(value)
+    return value
+
+
 def parse_overrides(pairs: list[str]) -> dict[str, object]:
-    return {key: yaml.safe_load(value) for key, value in (pair.split("=", 1) for pair in pairs)}
+    return {key: parse_value(value) for key, value in (pair.split("=", 1) for pair in pairs)}
 
 
 def peak_memory_mb() -> float:
@@ -95,10 +107,15 @@ def inference_ratio(trained: CorefModel, documents: list[dict]) -> dict[str, flo
     return timings
 
 
+def preset_settings(preset: str, overrides: dict[str, object]) -> tuple[BaselineConfig, TrainingConfig]:
+    """The committed ``preset`` (conf/base/parameters_coref_train.yml) with ``overrides``: model and training settings."""
+    presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
+    return baseline_settings(presets, preset, overrides)
+
+
 def cpu_minilm_settings(overrides: dict[str, object]) -> tuple[BaselineConfig, TrainingConfig]:
     """The committed ``cpu_minilm`` preset with ``overrides``: model and training settings."""
-    presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
-    return baseline_settings(presets, "cpu_minilm", overrides)
+    return preset_settings("cpu_minilm", overrides)
 
 
 def timed_training_steps(

@@ -51,11 +51,10 @@ class RandomIds:
 def one_step(preset: str, checkpointing: bool) -> dict[str, float]:
     """One training step of ``preset`` in this process: the memory it added and its time."""
     import torch
-    import yaml
+    from baseline import preset_settings  # benchmarks/baseline.py: the committed presets
     from transformers import BertConfig
 
     from coref_pipeline.models.baseline import BaselineCorefModel
-    from coref_pipeline.models.config import baseline_settings
     from coref_pipeline.models.document import tensorize
     from coref_pipeline.models.encoder import SegmentEncoder
     from coref_pipeline.pretrained import resolve_pretrained
@@ -63,8 +62,7 @@ def one_step(preset: str, checkpointing: bool) -> dict[str, float]:
     from coref_pipeline.training.loop import training_step
     from coref_pipeline.training.optim import model_optimisers
 
-    presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
-    config, training = baseline_settings(presets, preset, {"device": "cpu"})
+    config, training = preset_settings(preset, {"device": "cpu"})
     before = peak_mb()
     if config.encoder in ARCHITECTURES:
         hidden, layers, heads, vocabulary = ARCHITECTURES[config.encoder]

@@ -1,6 +1,7 @@
 """Where the incremental model's time goes, per LitBank document, with and without batch_per_segment.
 
 Run: python benchmarks/incremental_speed.py [--documents 5] [--baseline-dir DIR] [--set key=value ...]
+       [--batch-modes true,false] [--precisions 32,bf16-mixed]
 
 The model is initialised from the baseline benchmark's best model (as benchmarks/incremental.py
 does; speed does not depend on training). For the first ``--documents`` LitBank train
@@ -10,8 +11,9 @@ beforehand (a frozen encoder's outputs are cached in training):
 - inference: the model's decisions (``forward`` without gradients), seconds per document;
 - training: the per-segment losses (forward) and their backward passes, timed apart.
 
-Each figure is the median of the documents, for ``batch_per_segment`` true and false, in
-one process (so the ratio is measured within one run). Prints a table; writes
+Each figure is the median of the documents, for each ``batch_per_segment`` mode and each
+precision (``bf16-mixed``: the training loop's autocast, fp32 weights), in one process (so the
+ratios are measured within one run). Prints a table; writes
 ``data/benchmarks/incremental_speed.json``.
 """
 
@@ -22,6 +24,7 @@ import json
 import statistics
 import sys
 import time
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import torch
@@ -30,18 +33,29 @@ from coref_pipeline.inference import CorefModel
 from coref_pipeline.training import build_incremental, incremental_settings, seed_everything
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baseline import ROOT, parse_overrides, segmented_litbank  # noqa: E402
+from baseline import ROOT, parse_overrides, parse_value, segmented_litbank  # noqa: E402
 
 BASELINE = ROOT / "data" / "benchmarks" / "baseline_litbank" / "run" / "best"
 OUTPUT = ROOT / "data" / "benchmarks" / "incremental_speed.json"
 
 
-def time_document(model, tensors, hidden: dict[int, torch.Tensor]) -> dict[str, float]:
-    """Inference seconds, training forward seconds and backward seconds for one document."""
+def autocast(precision: str) -> AbstractContextManager:
+    """The training loop's autocast for ``precision`` on the CPU (nothing at 32)."""
+    dtypes = {"32": None, "bf16-mixed": torch.bfloat16}
+    if precision not in dtypes:
+        raise SystemExit(f"precision {precision!r}: this benchmark times {list(dtypes)} on the CPU")
+    return nullcontext() if dtypes[precision] is None else torch.autocast("cpu", dtype=dtypes[precision])
+
+
+def time_document(model, tensors, hidden: dict[int, torch.Tensor], precision: str = "32") -> dict[str, float]:
+    """Inference seconds, training forward seconds and backward seconds for one document.
+
+    As in training, each loss is computed under ``precision``'s autocast and backpropagated outside it.
+    """
     segment_hidden = hidden.__getitem__
     model.eval()
     started = time.perf_counter()
-    with torch.no_grad():
+    with torch.no_grad(), autocast(precision):
         model(tensors, segment_hidden)
     inference = time.perf_counter() - started
     model.train()
@@ -50,7 +64,8 @@ def time_document(model, tensors, hidden: dict[int, torch.Tensor]) -> dict[str, 
     while True:
         started = time.perf_counter()
         try:
-            loss = next(losses)
+            with autocast(precision):
+                loss = next(losses)
         except StopIteration:
             forward += time.perf_counter() - started
             break
@@ -62,11 +77,17 @@ def time_document(model, tensors, hidden: dict[int, torch.Tensor]) -> dict[str, 
     return {"inference_s": inference, "train_forward_s": forward, "train_backward_s": backward}
 
 
+def step_seconds(figures: dict[str, float]) -> float:
+    return figures["train_forward_s"] + figures["train_backward_s"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--documents", type=int, default=5)
     parser.add_argument("--baseline-dir", type=Path, default=BASELINE)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="incremental model key")
+    parser.add_argument("--batch-modes", default="true,false", help="batch_per_segment values to time")
+    parser.add_argument("--precisions", default="32", help="comma-separated: 32, bf16-mixed")
     args = parser.parse_args()
     if not (args.baseline_dir / "coref_config.json").is_file():
         sys.exit(f"no baseline model at {args.baseline_dir}: run benchmarks/baseline.py first")
@@ -79,7 +100,9 @@ def main() -> None:
     results: dict[str, dict[str, float]] = {}
     per_document: dict[str, list[dict[str, float]]] = {}
     encoded: list[tuple] = []
-    for batch in (True, False):
+    modes = [parse_value(mode) for mode in args.batch_modes.split(",")]
+    precisions = args.precisions.split(",")
+    for batch, precision in ((batch, precision) for batch in modes for precision in precisions):
         seed_everything(13)
         batch_config, _ = incremental_settings(baseline, {**values, "batch_per_segment": batch}, {})
         trained = build_incremental(baseline, batch_config)
@@ -90,9 +113,9 @@ def main() -> None:
                 with torch.no_grad():
                     hidden = {i: model.encode_segment(tensors, i) for i in range(tensors.input_ids.shape[0])}
                 encoded.append((tensors, hidden))
-        time_document(model, *encoded[0])  # warm-up
-        rows = [time_document(model, tensors, hidden) for tensors, hidden in encoded]
-        name = "batched" if batch else "one span at a time"
+        time_document(model, *encoded[0], precision)  # warm-up
+        rows = [time_document(model, tensors, hidden, precision) for tensors, hidden in encoded]
+        name = ("batched" if batch else "one span at a time") + ("" if precision == "32" else f", {precision}")
         per_document[name] = rows
         results[name] = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
     subtokens = [tensors.num_tokens for tensors, _ in encoded]
@@ -100,17 +123,18 @@ def main() -> None:
         f"{len(documents)} LitBank train documents, {min(subtokens)}-{max(subtokens)} subtokens; "
         f"model keys: {values or 'defaults'}; median seconds per document"
     )
-    print(f"{'batch_per_segment':<20} {'inference':>10} {'train forward':>14} {'train backward':>15}")
+    print(f"{'batch_per_segment':<32} {'inference':>10} {'train forward':>14} {'train backward':>15}")
     for name, figures in results.items():
         print(
-            f"{name:<20} {figures['inference_s']:>10.2f} {figures['train_forward_s']:>14.2f} "
+            f"{name:<32} {figures['inference_s']:>10.2f} {figures['train_forward_s']:>14.2f} "
             f"{figures['train_backward_s']:>15.2f}"
         )
-    batched, single = results["batched"], results["one span at a time"]
-    print(
-        f"speed-up of batching: inference {single['inference_s'] / batched['inference_s']:.2f}x, training step "
-        f"{(single['train_forward_s'] + single['train_backward_s']) / (batched['train_forward_s'] + batched['train_backward_s']):.2f}x"
-    )
+    reference = next(iter(results))
+    for name, figures in list(results.items())[1:]:  # > 1: slower than the first row
+        print(
+            f"{name}, time / {reference}'s: inference {figures['inference_s'] / results[reference]['inference_s']:.2f}x, "
+            f"training step {step_seconds(figures) / step_seconds(results[reference]):.2f}x"
+        )
     OUTPUT.parent.mkdir(parents=True, exist_ok=True)
     OUTPUT.write_text(json.dumps({"model": values, "median": results, "documents": per_document}, indent=2) + "\n")
 

@@ -33,6 +33,7 @@ _KEPT_HEAP_TOP_BYTES = 1 << 30
 # (a quarter of the memory) would be too small to keep what a step frees.
 KEEP_HOST_MEMORY_MIN_RAM_BYTES = 16 << 30
 _free_heap_bound_bytes = 0  # a quarter of physical memory, set by keep_host_memory
+_resident_outside_heap_bytes = 0  # resident memory not in malloc's in-use blocks when keep_host_memory set it
 
 
 class DeviceError(UserError, ValueError):
@@ -100,11 +101,11 @@ def keep_host_memory() -> bool:
     (torch's 64-byte aligned requests rarely fit a freed block exactly), so
     :func:`bound_host_memory`, called after each training step and each predicted
     document, hands free pages back once more than a quarter of the machine's memory is
-    free in the heap. The values computed do not change. Linux with glibc 2.33 or later
+    free in the heap and resident. The values computed do not change. Linux with glibc 2.33 or later
     only (elsewhere nothing is done). ``COREF_PIPELINE_KEEP_HOST_MEMORY``: ``0`` leaves
     the allocator alone, ``1`` sets it; unset, it is set on machines with 16 GiB or more.
     """
-    global _libc, _free_heap_bound_bytes
+    global _libc, _free_heap_bound_bytes, _resident_outside_heap_bytes
     if _libc is not None:
         return True
     wanted = os.environ.get(KEEP_HOST_MEMORY_VARIABLE, "").strip()
@@ -122,15 +123,31 @@ def keep_host_memory() -> bool:
     if not (libc.mallopt(_M_MMAP_MAX, 0) and libc.mallopt(_M_TRIM_THRESHOLD, ctypes.c_int(_KEPT_HEAP_TOP_BYTES))):
         return False
     _libc, _free_heap_bound_bytes = libc, memory // 4
+    _resident_outside_heap_bytes = max(0, _resident_bytes() - libc.mallinfo2().uordblks)
     logger.debug("malloc keeps freed host memory for reuse (%s=0 turns this off)", KEEP_HOST_MEMORY_VARIABLE)
     return True
 
 
+def _resident_bytes() -> int:
+    """This process's resident set (``/proc/self/statm``), in bytes."""
+    with open("/proc/self/statm", "rb") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
 def bound_host_memory() -> bool:
     """Under :func:`keep_host_memory`: when more than a quarter of the machine's memory is free in the
-    heap, hand those pages back to the system (``malloc_trim``); True when it did. The blocks stay
-    in the heap and are faulted in again when reused."""
-    if _libc is None or _libc.mallinfo2().fordblks <= _free_heap_bound_bytes:
+    heap and resident, hand those pages back to the system (``malloc_trim``); True when it did.
+
+    The free resident part is the resident set less malloc's blocks in use and less what was
+    resident outside them when :func:`keep_host_memory` set the allocator (libraries, the
+    interpreter). It is not the heap's free bytes (``fordblks``): trimmed blocks stay in the
+    heap, free, without pages, and are faulted in again when reused; counting them would trim
+    after every step once the bound was first passed.
+    """
+    if _libc is None:
+        return False
+    free_resident = _resident_bytes() - _libc.mallinfo2().uordblks - _resident_outside_heap_bytes
+    if free_resident <= _free_heap_bound_bytes:
         return False
     _libc.malloc_trim(0)
     return True

@@ -126,13 +126,16 @@ def study_rows(experiments: Any, model: str, read: Callable[[str, str], str | No
 
     ``experiments`` is ``dvc exp show --json`` output; ``read(rev, path)`` gives a file's text
     in a commit (``git show rev:path``) or None. The results file is committed with each
-    experiment (``cache: false``); experiments without it are left out.
+    experiment (``cache: false``); experiments without it are left out, and so are the
+    workspace and the commits the experiments start from (DVC's top-level records): their
+    results are whatever the project's own ``dvc repro`` last committed, not the study's.
     """
     path = results_path(model)
+    starting_points = {item.get("rev") for item in experiments if isinstance(item, Mapping)}
     rows = []
     for record in _records(experiments):
         rev = record.get("rev")
-        if not rev or rev == "workspace":
+        if not rev or rev == "workspace" or rev in starting_points:
             continue
         text = read(rev, path)
         if not text:

@@ -178,8 +178,12 @@ def test_the_table_gathers_the_experiments_in_the_study_order(tmp_path):
         ("c", "2026-11-23T20:30:00", {"trained_at": "128", "dev_conll_f1": {"128": 1.0, "5sent": 2.0}}),  # older
         ("d", "2026-11-23T21:06:00", None),  # another experiment
     )
-    # The commit the experiments start from has results of its own (the project's dvc repro): not a row.
-    files = {**shown[1], "main-rev": json.dumps({"trained_at": "384", "dev_conll_f1": {"384": 60.0}})}
+    # The commit the experiments start from has results of its own (the project's dvc repro), and so
+    # has a queued experiment's commit (the workspace's files): neither is a row.
+    other = json.dumps({"trained_at": "384", "dev_conll_f1": {"384": 60.0}})
+    queued = {"revs": [{"rev": "queued-rev", "name": "e", "data": {"timestamp": "2026-11-23T22:00:00"}}]}
+    shown[0][1]["experiments"].append({**queued, "executor": {"state": "queued"}})
+    files = {**shown[1], "main-rev": other, "queued-rev": other}
     rows = study_rows(*shown[:1], "incremental", reader(files))
     assert sorted(row["name"] for row in rows) == ["a", "b", "c"]
     table = study_table(rows)

@@ -126,16 +126,16 @@ def study_rows(experiments: Any, model: str, read: Callable[[str, str], str | No
 
     ``experiments`` is ``dvc exp show --json`` output; ``read(rev, path)`` gives a file's text
     in a commit (``git show rev:path``) or None. The results file is committed with each
-    experiment (``cache: false``); experiments without it are left out, and so are the
-    workspace and the commits the experiments start from (DVC's top-level records): their
-    results are whatever the project's own ``dvc repro`` last committed, not the study's.
+    experiment (``cache: false``); experiments without it are left out. Only finished
+    experiments count: the workspace and the commits the experiments start from hold what the
+    project's own ``dvc repro`` last committed, and a queued or running experiment's commit holds
+    the workspace's files, not its results.
     """
     path = results_path(model)
-    starting_points = {item.get("rev") for item in experiments if isinstance(item, Mapping)}
     rows = []
-    for record in _records(experiments):
+    for record in _finished_experiments(experiments):
         rev = record.get("rev")
-        if not rev or rev == "workspace" or rev in starting_points:
+        if not rev:
             continue
         text = read(rev, path)
         if not text:
@@ -154,17 +154,15 @@ def study_rows(experiments: Any, model: str, read: Callable[[str, str], str | No
     return rows
 
 
-def _records(node: Any) -> Iterator[Mapping[str, Any]]:
-    """Every commit record (a mapping with ``rev`` and ``data``) anywhere in ``dvc exp show --json`` output."""
-    if isinstance(node, Mapping):
-        if "rev" in node and isinstance(node.get("data"), Mapping):
-            yield node
-        for value in node.values():
-            if isinstance(value, list | Mapping):
-                yield from _records(value)
-    elif isinstance(node, list):
-        for item in node:
-            yield from _records(item)
+def _finished_experiments(shown: Any) -> Iterator[Mapping[str, Any]]:
+    """The commit records of the finished experiments in ``dvc exp show --json`` output (DVC 3: a list of
+    commits, each with ``experiments``: ``{"revs": [records], "executor": {"state": ...} or None}``)."""
+    for commit in shown if isinstance(shown, list) else []:
+        for experiment in (commit.get("experiments") or []) if isinstance(commit, Mapping) else []:
+            executor = experiment.get("executor")
+            if isinstance(executor, Mapping) and executor.get("state") not in (None, "success"):
+                continue  # queued, running or failed
+            yield from (record for record in experiment.get("revs") or [] if isinstance(record, Mapping))
 
 
 def study_table(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:

@@ -11,7 +11,8 @@ Run: python benchmarks/baseline.py [--minutes 60] [--throughput-steps 30] [--ski
 4. Inference cost: full prediction time vs the encoder's own forward time on the
    test documents, in fp32 and in bf16 (``CorefModel.load(..., precision="bf16-mixed")``),
    the latter with each ``--inference-antecedents`` count (``max_top_antecedents`` at
-   inference), with the test F1 of each; plotted to ``inference_tradeoff.png``.
+   inference) and each ``--inference-min-coarse-scores`` floor (``min_coarse_score``, with the
+   model's antecedents), with the test F1 of each; plotted to ``inference_tradeoff.png``.
 5. Throughput at the peer configuration (seg 384, 3 training segments, ffnn 1000,
    coref_depth 1, 50 antecedents, lr 2e-5/2e-4, all spans) in the run's precision:
    documents/s over ``--throughput-steps``.
@@ -219,6 +220,11 @@ def main() -> None:
         default="50,30,20",
         help="bf16 inference is timed and scored with each of these max_top_antecedents (comma-separated)",
     )
+    parser.add_argument(
+        "--inference-min-coarse-scores",
+        default="",
+        help="bf16 inference is also timed and scored with each of these min_coarse_score floors (comma-separated)",
+    )
     args = parser.parse_args()
     work = args.work_dir
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -263,10 +269,14 @@ def main() -> None:
     }
     results["inference"] = {}
     if not args.skip_inference:
-        settings = [("32", None)] + [("bf16-mixed", int(c)) for c in args.inference_antecedents.split(",")]
-        for precision, antecedents in settings:
+        settings = [("32", None, None)] + [("bf16-mixed", int(c), None) for c in args.inference_antecedents.split(",")]
+        settings += [("bf16-mixed", None, float(x)) for x in args.inference_min_coarse_scores.split(",") if x.strip()]
+        for precision, antecedents, floor in settings:
             name = precision if antecedents is None else f"{precision}, {antecedents} antecedents"
-            model = CorefModel.load(work / "run" / "best", precision=precision, max_top_antecedents=antecedents)
+            name += "" if floor is None else f", min coarse score {floor:g}"
+            model = CorefModel.load(
+                work / "run" / "best", precision=precision, max_top_antecedents=antecedents, min_coarse_score=floor
+            )
             results["inference"][name] = inference_ratio(model, test_documents)
         plot_inference_tradeoff(results["inference"], work / "inference_tradeoff.png")
     if args.throughput_steps > 0:

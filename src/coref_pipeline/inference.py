@@ -89,6 +89,7 @@ class CorefModel:
         device: str | torch.device = "cpu",
         precision: str = "32",
         max_top_antecedents: int | None = None,
+        min_coarse_score: float | None = None,
     ) -> CorefModel:
         """Load a model directory written by ``save`` (safetensors and JSON only, no network).
 
@@ -102,7 +103,10 @@ class CorefModel:
         ``max_top_antecedents`` (baseline): the antecedents per span kept by the coarse
         score for the fine FFNN at inference, instead of the model's own (50): fewer is
         faster, the fine stage's cost is proportional to it, and may cost F1
-        (docs/benchmarks.md measures both on LitBank).
+        (docs/benchmarks.md measures both on LitBank). ``min_coarse_score`` (baseline): at
+        inference, antecedents whose coarse score is at most this are not scored by the fine
+        FFNN, instead of the model's own setting (None: all are; on LitBank 0 leaves a third of
+        the pairs and the same dev F1, docs/benchmarks.md).
         """
         target = resolve_device(device)
         model_type, model_config, encoder_config, state_dict, tokenizer = load_model_directory(directory)
@@ -120,6 +124,10 @@ class CorefModel:
                     f"max_top_antecedents is a baseline setting; {directory} holds a {model_type!r} model"
                 )
             config = dataclasses.replace(config, max_top_antecedents=max_top_antecedents)
+        if min_coarse_score is not None:
+            if model_type != "baseline":
+                raise ConfigError(f"min_coarse_score is a baseline setting; {directory} holds a {model_type!r} model")
+            config = dataclasses.replace(config, min_coarse_score=min_coarse_score)
         model = model_class(config, SegmentEncoder.from_config(encoder_config))
         model.load_state_dict(state_dict)
         model.to(target).eval()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -251,3 +252,87 @@ def test_the_mention_loss_labels_every_gold_mention_singletons_included():
     pushed_up = {span for span, gradient in zip(candidates, scores.grad.tolist(), strict=True) if gradient < 0}
     assert tuple(singleton) in pushed_up
     assert pushed_up == gold & set(candidates)  # gold candidates pushed up, every other one down
+
+
+def test_no_op_mixes_bf16_and_fp32_on_the_pair_tensors_under_bf16_autocast(model_and_document):
+    """The [k, c, ffnn] pair tensors stay in bf16 under bf16 autocast, forward and backward.
+
+    A bf16 + fp32 broadcast add on them takes a scalar path on a CPU, about 30x slower
+    than the bf16 + bf16 add (docs/benchmarks.md); a cast of them is a wasted pass.
+    """
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    model, document = model_and_document
+    model.train()
+    ffnn = model.config.ffnn_size
+    mixed: list[str] = []
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            tensors = [a for a in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
+            dtypes = {t.dtype for t in tensors if t.is_floating_point()}
+            big = [t for t in tensors if t.dim() >= 2 and t.shape[-1] == ffnn and t.numel() >= 3 * ffnn * 6]
+            if big and {torch.bfloat16, torch.float32} <= dtypes:
+                mixed.append(f"{func}: {[(tuple(t.shape), t.dtype) for t in tensors]}")
+            return out
+
+    with torch.autocast("cpu", dtype=torch.bfloat16), Record():
+        output = model(document)
+        output.loss.backward()
+    assert output.top_antecedents.shape[0] >= 3  # the pair tensors are larger than the threshold above
+    assert mixed == []
+
+
+def _scores_with_min_coarse_score(model, document, value):
+    model.config = dataclasses.replace(model.config, min_coarse_score=value)
+    with torch.no_grad():
+        return model(document)
+
+
+def test_min_coarse_score_below_every_coarse_score_gives_the_same_scores(model_and_document):
+    """The packed fine pass over the pairs kept by min_coarse_score computes what the full one does."""
+    model, document = model_and_document
+    full = _scores_with_min_coarse_score(model, document, None)
+    packed = _scores_with_min_coarse_score(model, document, -1e9)
+    torch.testing.assert_close(packed.top_antecedent_scores, full.top_antecedent_scores, rtol=1e-5, atol=1e-5)
+
+
+def test_min_coarse_score_leaves_out_the_pairs_at_or_below_it_and_keeps_the_others():
+    """One round (coref_depth 1): the kept pairs score as without the floor, the others -inf.
+
+    (With refinement the second round differs: the left-out pairs get no attention.)
+    """
+    config = tiny_config(coref_depth=1)
+    model = BaselineCorefModel(config, tiny_encoder()).eval()
+    document = tiny_tensors(make_document(num_segments=3), config)
+    captured = {}
+    top_antecedents = model.top_antecedents
+
+    def capture(coarse):
+        antecedents, mask, top_coarse = top_antecedents(coarse)
+        captured["coarse"] = top_coarse  # [k, c]
+        return antecedents, mask, top_coarse
+
+    model.top_antecedents = capture
+    full = _scores_with_min_coarse_score(model, document, None)
+    coarse = captured["coarse"]
+    floor = float(coarse[torch.isfinite(coarse)].median())
+    pruned = _scores_with_min_coarse_score(model, document, floor)
+    kept = coarse > floor  # [k, c]
+    assert kept.any() and (torch.isfinite(coarse) & ~kept).any()  # the floor splits the real pairs
+    torch.testing.assert_close(
+        pruned.top_antecedent_scores[:, 1:][kept], full.top_antecedent_scores[:, 1:][kept], rtol=1e-5, atol=1e-5
+    )
+    assert torch.isneginf(pruned.top_antecedent_scores[:, 1:][~kept]).all()
+
+
+def test_min_coarse_score_does_not_change_training(model_and_document):
+    model, document = model_and_document
+    model.train()
+    torch.manual_seed(3)
+    full = _scores_with_min_coarse_score(model, document, None)
+    torch.manual_seed(3)
+    with_floor = _scores_with_min_coarse_score(model, document, 1e9)
+    torch.testing.assert_close(with_floor.loss, full.loss)
+    assert torch.isfinite(with_floor.top_antecedent_scores[:, 1:][full.top_antecedent_mask]).all()

@@ -122,10 +122,33 @@ class BaselineCorefModel(nn.Module):
         return gate * attended + (1 - gate) * span_emb
 
     def fine_scores(
-        self, span_emb: torch.Tensor, antecedents: torch.Tensor, features: torch.Tensor | None
+        self,
+        span_emb: torch.Tensor,
+        antecedents: torch.Tensor,
+        features: torch.Tensor | None,
+        scored: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """FFNN([g_i; g_j; g_i * g_j; phi]) for every kept pair: ``[k, c]``."""
-        return self.pair_scorer.scores(span_emb, span_emb, antecedents, features)
+        """FFNN([g_i; g_j; g_i * g_j; phi]) for every kept pair: ``[k, c]``.
+
+        ``scored`` (``[k, c]`` bool): only those pairs go through the FFNN, packed into one
+        batch; the others are -inf.
+        """
+        if scored is None:
+            return self.pair_scorer.scores(span_emb, span_emb, antecedents, features)
+        rows, columns = scored.nonzero(as_tuple=True)  # [pairs] each
+        weights = self.pair_scorer.first_layer_parts()
+        target_projection = self.pair_scorer.project_targets(span_emb, weights)  # [k, ffnn]
+        packed = self.pair_scorer.scores(
+            span_emb.index_select(0, rows),  # [pairs, D]: each pair its own target
+            span_emb,
+            antecedents[rows, columns].unsqueeze(1),  # [pairs, 1]
+            None if features is None else features[rows, columns].unsqueeze(1),  # [pairs, 1, features]
+            parts=weights,
+            target_projection=target_projection.index_select(0, rows),  # [pairs, ffnn]
+        )  # [pairs, 1]
+        scores = packed.new_full(antecedents.shape, float("-inf"))  # [k, c]
+        scores[rows, columns] = packed.squeeze(1)
+        return scores
 
     # ---------------------------------------------------------------- forward
     def forward(self, document: DocumentTensors) -> CorefOutput:
@@ -149,8 +172,11 @@ class BaselineCorefModel(nn.Module):
             features = self.pair_features(
                 antecedents, top_starts, document.speaker_ids, document.segment_of_token, document.genre
             )
+            scored = None  # inference with min_coarse_score: only the pairs above it
+            if not self.training and config.min_coarse_score is not None:
+                scored = top_coarse > config.min_coarse_score  # [k, c]
             for depth in range(config.coref_depth):
-                scores = top_coarse + self.fine_scores(span_emb, antecedents, features)  # [k, c]
+                scores = top_coarse + self.fine_scores(span_emb, antecedents, features, scored)  # [k, c]
                 if depth + 1 < config.coref_depth:  # the original also refines after the last round: unused
                     span_emb = self.refine(span_emb, antecedents, scores)
         else:

@@ -127,6 +127,10 @@ class BaselineConfig(SpanModelConfig):
     # against "is a gold mention" (singletons included), as coref-hoi's mention_loss_coef but over
     # all candidates, so that a pruned gold mention is pushed up too. 0: the original loss only.
     mention_loss_coef: float = 0.0
+    # Inference only: an antecedent whose coarse score is at most this is not scored by the fine
+    # FFNN (its score is -inf), so the fine stage's cost follows the plausible pairs. None: every
+    # one of the max_top_antecedents is (the original). Training always scores them all.
+    min_coarse_score: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 
 import pytest
@@ -223,6 +224,17 @@ def test_min_mention_score_keeps_unlikely_spans_from_starting_entities():
         assert len(memory.mentions) == expected_entities
     with pytest.raises(ConfigError, match="'min_mention_score': 'high' is not a number or null"):
         incremental_config(min_mention_score="high")
+
+
+def test_min_mention_score_in_training_reads_the_score_without_a_warning():
+    """The mention scores carry gradients in training; the filter reads their value detached."""
+    model = IncrementalCorefModel(incremental_config(threshold=1e9, min_mention_score=0.0), tiny_encoder()).train()
+    mention_scores = torch.tensor([1.0, -2.0, -0.5], requires_grad=True)
+    memory = EntityMemory()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.resolve_spans(memory, [0, 2, 4], [0, 2, 4], torch.randn(3, model.span_dim), mention_scores, genre=0)
+    assert len(memory.mentions) == 1
 
 
 def test_gold_targets_latest_and_all_antecedents():

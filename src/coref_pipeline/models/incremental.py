@@ -650,7 +650,7 @@ class IncrementalCorefModel(nn.Module):
     def may_start_entity(self, mention_score: torch.Tensor) -> bool:
         """False for a span too unlikely a mention to start an entity (``min_mention_score``; it may join one)."""
         threshold = self.config.min_mention_score
-        return threshold is None or float(mention_score) >= threshold
+        return threshold is None or float(mention_score.detach()) >= threshold
 
     def resolve_spans(
         self,

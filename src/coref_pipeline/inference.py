@@ -118,16 +118,17 @@ class CorefModel:
         config = config_class.from_dict(model_config)
         if max_inference_subtokens is not None and model_type == "baseline":
             config = dataclasses.replace(config, max_inference_subtokens=max_inference_subtokens)
-        if max_top_antecedents is not None:
-            if model_type != "baseline":
-                raise ConfigError(
-                    f"max_top_antecedents is a baseline setting; {directory} holds a {model_type!r} model"
-                )
-            config = dataclasses.replace(config, max_top_antecedents=max_top_antecedents)
-        if min_coarse_score is not None:
-            if model_type != "baseline":
-                raise ConfigError(f"min_coarse_score is a baseline setting; {directory} holds a {model_type!r} model")
-            config = dataclasses.replace(config, min_coarse_score=min_coarse_score)
+        fine_stage = {  # the baseline's fine-stage settings given here, replacing the model's own
+            name: value
+            for name, value in (("max_top_antecedents", max_top_antecedents), ("min_coarse_score", min_coarse_score))
+            if value is not None
+        }
+        if fine_stage and model_type != "baseline":
+            named = " and ".join(fine_stage) + (
+                " is a baseline setting" if len(fine_stage) == 1 else " are baseline settings"
+            )
+            raise ConfigError(f"{named}; {directory} holds a {model_type!r} model")
+        config = dataclasses.replace(config, **fine_stage)
         model = model_class(config, SegmentEncoder.from_config(encoder_config))
         model.load_state_dict(state_dict)
         model.to(target).eval()

@@ -402,6 +402,10 @@ def test_predict_max_antecedents_is_for_the_baseline(tmp_path, tiny_models, caps
     capsys.readouterr()
     assert run(["predict", "--model", str(tiny_models[1]), "--max-antecedents", "1", str(source), str(out)]) == 2
     assert "max_top_antecedents is a baseline setting" in capsys.readouterr().err
+    assert run(["predict", "--model", str(tiny_models[0]), "--min-coarse-score", "0", str(source), str(out)]) == 0
+    capsys.readouterr()
+    assert run(["predict", "--model", str(tiny_models[1]), "--min-coarse-score", "0", str(source), str(out)]) == 2
+    assert "min_coarse_score is a baseline setting" in capsys.readouterr().err
     assert run(["predict", "--model", str(tiny_models[0]), "--max-antecedents", "0", str(source), str(out)]) == 2
     assert "--max-antecedents" in capsys.readouterr().err
 

@@ -14,8 +14,9 @@ Run: python benchmarks/baseline.py [--minutes 60] [--throughput-steps 30] [--ski
    inference) and each ``--inference-min-coarse-scores`` floor (``min_coarse_score``, with the
    model's antecedents), with the test F1 of each; plotted to ``inference_tradeoff.png``.
 5. Throughput at the peer configuration (seg 384, 3 training segments, ffnn 1000,
-   coref_depth 1, 50 antecedents, lr 2e-5/2e-4, all spans) in the run's precision:
-   documents/s over ``--throughput-steps``.
+   coref_depth 1, 50 antecedents, lr 2e-5/2e-4, all spans) in the run's precision, with the
+   encoder's own attention dropout (as the peers train) and, when the run sets
+   ``encoder_attention_dropout``, with that too: documents/s over ``--throughput-steps``.
 
 Figures go to stdout and to ``data/benchmarks/baseline_litbank/results.json``.
 """
@@ -131,6 +132,8 @@ def timed_training_steps(
     seed_everything(training.seed)
     trained = build_baseline(model_config)
     model = trained.model
+    if training.encoder_attention_dropout is not None:
+        model.encoder.set_attention_dropout(training.encoder_attention_dropout)
     documents = corpus.documents("train", model_config.max_segment_len)[:steps]
     tensors = [trained.tensorize(document) for document in documents]
     task = [p for module in model.task_modules() for p in module.parameters()]
@@ -149,14 +152,26 @@ def timed_training_steps(
     return timings
 
 
-def throughput(corpus: SegmentedCorpus, steps: int, precision: str) -> dict[str, float]:
-    """Training documents/s at the peer configuration (the cpu_minilm preset, all spans) in ``precision``:
-    the one training step."""
+def throughput(
+    corpus: SegmentedCorpus, steps: int, precision: str, attention_dropout: float | None = None
+) -> dict[str, float]:
+    """Training documents/s at the peer configuration (the cpu_minilm preset, all spans) in ``precision``,
+    with ``encoder_attention_dropout`` (None: the encoder's own, as the peers train): the one training step."""
     model_config, training = cpu_minilm_settings(
-        {"word_boundary_spans": False, "coref_depth": 1, "precision": precision}
+        {
+            "word_boundary_spans": False,
+            "coref_depth": 1,
+            "precision": precision,
+            "encoder_attention_dropout": attention_dropout,
+        }
     )
     measured = timed_training_steps(corpus, model_config, training, steps + 3)[3:]  # the first steps warm up
-    return {"steps": len(measured), "seconds_per_document": sum(measured) / len(measured), "precision": precision}
+    return {
+        "steps": len(measured),
+        "seconds_per_document": sum(measured) / len(measured),
+        "precision": precision,
+        "encoder_attention_dropout": attention_dropout,
+    }
 
 
 def plot_learning_curve(dvclive: Path, out: Path) -> None:
@@ -281,6 +296,10 @@ def main() -> None:
         plot_inference_tradeoff(results["inference"], work / "inference_tradeoff.png")
     if args.throughput_steps > 0:
         results["throughput_peer_config"] = throughput(corpus, args.throughput_steps, training.precision)
+        if training.encoder_attention_dropout is not None:  # the run's setting beside the peers' (the encoder's own)
+            results["throughput_run_setting"] = throughput(
+                corpus, args.throughput_steps, training.precision, training.encoder_attention_dropout
+            )
     results["peak_rss_mb"] = peak_memory_mb()
     (work / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 
@@ -293,12 +312,16 @@ def main() -> None:
         f"precision {results['test']['mention_precision']:.2f} (singletons removed from the key)"
     )
     print(f"training {results['training_minutes']:.1f} min, {results['train_documents_per_second']:.3f} documents/s")
-    if "throughput_peer_config" in results:
-        peer = results["throughput_peer_config"]
-        print(
-            f"peer configuration ({peer['precision']}): {peer['seconds_per_document']:.2f} s/document "
-            f"({1 / peer['seconds_per_document']:.3f} documents/s) over {peer['steps']} steps"
-        )
+    for key in ("throughput_peer_config", "throughput_run_setting"):
+        if key in results:
+            peer = results[key]
+            dropout = peer["encoder_attention_dropout"]
+            dropout_name = "the encoder's own" if dropout is None else f"{dropout:g}"
+            print(
+                f"peer configuration ({peer['precision']}, encoder attention dropout {dropout_name}): "
+                f"{peer['seconds_per_document']:.2f} s/document "
+                f"({1 / peer['seconds_per_document']:.3f} documents/s) over {peer['steps']} steps"
+            )
     for name, inference in results["inference"].items():
         print(
             f"inference at {name}: {inference['predict_seconds']:.2f} s vs encoder "

@@ -319,3 +319,24 @@ def test_fewer_antecedents_at_inference_score_the_top_coarse_ones_as_the_full_mo
         CorefModel.load(incremental_dir, max_top_antecedents=2)
     with pytest.raises(ConfigError, match="max_top_antecedents must be at least 1"):
         CorefModel.load(tmp_path / "b", max_top_antecedents=0)
+
+
+def test_prediction_reads_the_scores_without_computing_the_training_loss(models, monkeypatch):
+    """A document with gold mentions (a dev or test set) is predicted without the loss: it is not read."""
+    from coref_pipeline.models.baseline import BaselineCorefModel
+
+    from .models.tiny import make_document
+
+    trained = models["baseline"]
+    tensors = trained.tensorize(make_document(num_segments=3))
+    assert tensors.gold_starts.numel() > 0
+    expected = trained.predict_tensors(tensors)
+
+    def no_loss(*_args, **_kwargs):
+        raise AssertionError("the loss was computed for a prediction")
+
+    monkeypatch.setattr(BaselineCorefModel, "loss", no_loss)
+    assert trained.predict_tensors(tensors) == expected
+    with pytest.raises(AssertionError, match="the loss was computed"):
+        trained.model.eval()
+        trained.model(tensors)  # called directly, the model still computes it on a document with gold

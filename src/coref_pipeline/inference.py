@@ -204,7 +204,7 @@ class CorefModel:
     def _forward_for_inference(self, tensors: DocumentTensors) -> Any:
         """The model's output in evaluation mode without gradients."""
         with self._evaluation_mode():
-            output = self.model(tensors)
+            output = self.model(tensors) if self.model_type == "incremental" else self.model(tensors, with_loss=False)
         bound_host_memory()  # the heap's free part kept for the next document, within a bound
         return output
 

@@ -12,7 +12,7 @@ import torch
 from coref_pipeline.evaluation.predictions import score_predictions
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.baseline import BaselineCorefModel
-from coref_pipeline.models.config import TrainingConfig
+from coref_pipeline.models.config import ConfigError, TrainingConfig
 from coref_pipeline.training import Run, TrainingCallback, baseline_recipe, fit, seed_everything
 from coref_pipeline.training.checkpoints import latest_checkpoint
 from coref_pipeline.training.loop import epoch_order
@@ -193,3 +193,19 @@ def test_init_from_loads_every_weight_and_refuses_another_architecture(tmp_path)
         baseline_from(baseline_dir, replace(saved.config, ffnn_size=7))
     with pytest.raises(ConfigError, match="holds a 'incremental' model; it must be a baseline"):
         baseline_from(incremental_dir, saved.config)
+
+
+def test_encoder_attention_dropout_is_set_for_the_run_and_saved_with_the_model(tmp_path):
+    def attention_dropouts(trained: CorefModel) -> set[float]:
+        modules = trained.model.encoder.model.modules()
+        return {m.dropout.p for m in modules if type(m).__name__.endswith("SelfAttention")}
+
+    kept = train(fresh_model(), training_config(num_epochs=1, max_steps=2), tmp_path / "own")
+    assert attention_dropouts(kept) == {0.1}  # null: the encoder's own
+    off = train(
+        fresh_model(), training_config(num_epochs=1, max_steps=2, encoder_attention_dropout=0.0), tmp_path / "0"
+    )
+    assert attention_dropouts(off) == {0.0}
+    assert attention_dropouts(CorefModel.load(tmp_path / "0" / "best")) == {0.0}
+    with pytest.raises(ConfigError, match=r"encoder_attention_dropout must be in \[0.0"):
+        training_config(encoder_attention_dropout=1.5)

@@ -18,7 +18,7 @@ from coref_pipeline.models.config import BaselineConfig
 from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.layers import Dropout, init_weights
-from coref_pipeline.models.scorers import NUM_DISTANCE_BUCKETS, PairScorer, SpanScorer
+from coref_pipeline.models.scorers import NUM_DISTANCE_BUCKETS, PairScorer, SpanScorer, compute_dtype
 from coref_pipeline.models.spans import bucket_distance, prune_spans
 
 
@@ -76,7 +76,8 @@ class BaselineCorefModel(nn.Module):
             scores = scores + (source @ self.dropout(span_emb).T).float()  # fp32 for top-k under mixed precision
         if self.config.use_prior:
             prior = self.distance_prior_projection(self.dropout(self.antecedent_distance_prior.weight))  # [10, 1]
-            scores = scores + prior.squeeze(1)[bucket_distance(offsets)]
+            prior_by_offset = prior.squeeze(1)[bucket_distance(positions)]  # [k]: bucketed once per offset
+            scores = scores + prior_by_offset[offsets.clamp(min=0)]  # offsets < 1 are -inf already
         return scores
 
     def top_antecedents(self, coarse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -137,7 +138,11 @@ class BaselineCorefModel(nn.Module):
             return self.pair_scorer.scores(span_emb, span_emb, antecedents, features)
         rows, columns = scored.nonzero(as_tuple=True)  # [pairs] each
         weights = self.pair_scorer.first_layer_parts()
-        target_projection = self.pair_scorer.project_targets(span_emb, weights)  # [k, ffnn]
+        # Cast to the compute dtype per span, then gathered per pair: under bf16 autocast, no fp32
+        # [pairs, D] or [pairs, ffnn] copies.
+        dtype = compute_dtype(span_emb)
+        target_projection = self.pair_scorer.project_targets(span_emb, weights).to(dtype)  # [k, ffnn]
+        span_emb = span_emb.to(dtype)  # [k, D]
         packed = self.pair_scorer.scores(
             span_emb.index_select(0, rows),  # [pairs, D]: each pair its own target
             span_emb,
@@ -151,7 +156,9 @@ class BaselineCorefModel(nn.Module):
         return scores
 
     # ---------------------------------------------------------------- forward
-    def forward(self, document: DocumentTensors) -> CorefOutput:
+    def forward(self, document: DocumentTensors, with_loss: bool = True) -> CorefOutput:
+        """The document's spans, antecedents and scores; the loss too in training, or when the document
+        has gold mentions and ``with_loss`` (prediction passes False: it reads only the scores)."""
         config = self.config
         hidden = self.encoder(document.input_ids, document.attention_mask)  # [n, H]
         num_tokens = hidden.shape[0]
@@ -193,7 +200,7 @@ class BaselineCorefModel(nn.Module):
             top_antecedent_mask=antecedent_mask,
             top_antecedent_scores=antecedent_scores,
         )
-        if document.gold_starts.numel() or self.training:
+        if self.training or (with_loss and document.gold_starts.numel()):
             output.loss = self.loss(output, document)
         return output
 

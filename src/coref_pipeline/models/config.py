@@ -249,6 +249,9 @@ class TrainingConfig(Config):
     num_nodes: int = 1  # machines; started by torchrun or SLURM (see the README)
     strategy: str = "auto"  # auto (ddp when devices x num_nodes > 1) | ddp
     gradient_checkpointing: bool = False  # recompute the encoder's activations in backward (HF's switch)
+    # dropout on the encoder's attention probabilities in training; None = the encoder's own (BERT: 0.1);
+    # 0 lets the attention run in torch's fused kernel (SegmentEncoder.set_attention_dropout)
+    encoder_attention_dropout: float | None = None
 
     def __post_init__(self) -> None:
         if self.num_epochs < 1 or self.eval_frequency < 1 or self.checkpoint_frequency < 1:
@@ -257,6 +260,8 @@ class TrainingConfig(Config):
         for name in ("max_steps", "patience", "eval_max_documents"):
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be positive or null, got {getattr(self, name)}")
+        if self.encoder_attention_dropout is not None:
+            _check_range("encoder_attention_dropout", self.encoder_attention_dropout, 0.0, 0.999999)
         if self.time_budget_minutes is not None and self.time_budget_minutes <= 0:
             raise ConfigError(f"time_budget_minutes must be positive or null, got {self.time_budget_minutes}")
         object.__setattr__(self, "precision", str(self.precision))  # YAML's 32 is an int

@@ -433,6 +433,8 @@ def _train_on_rank(engine: Engine, job: _RankJob) -> dict[str, Any]:
     engine.barrier()
     if training.gradient_checkpointing:
         trained.model.encoder.enable_gradient_checkpointing()
+    if training.encoder_attention_dropout is not None:
+        trained.model.encoder.set_attention_dropout(training.encoder_attention_dropout)
     trained.to(engine.device)
     engine.setup(trained.model)
     train_tensors = [trained.tensorize(document) for document in train_documents]

@@ -23,11 +23,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def resident_mb() -> int:
-    status = Path("/proc/self/status").read_text()
-    return int(status.split("VmRSS:")[1].split()[0]) // 1024
-
-
 def child(steps: int, eval_every: int) -> dict[str, object]:
     import torch
 
@@ -50,7 +45,7 @@ def child(steps: int, eval_every: int) -> dict[str, object]:
                     trained.model(tensors)
             trained.model.train()
         if step % 5 == 0:
-            resident.append(resident_mb())
+            resident.append(devices.resident_bytes() // 2**20)
 
     measured = timed_training_steps(corpus, model_config, training, steps, after_step)[3:]  # after warm-up
     return {

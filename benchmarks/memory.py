@@ -33,14 +33,6 @@ BENCHMARKS = ROOT / "data" / "benchmarks"
 REPORTING = ROOT / "data" / "08_reporting"
 
 
-def rss_mb() -> float:
-    with open("/proc/self/statm") as handle:
-        pages = int(handle.read().split()[1])
-    import os
-
-    return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
 def concatenated_document(documents: list[dict], length: int) -> dict:
     """One jsonlines document of whole segments, about ``length`` subtokens, from consecutive documents."""
     merged = {"doc_key": f"nw/concatenated_{length}", "sentences": [], "speakers": [], "clusters": []}
@@ -70,13 +62,14 @@ def worker(model_dir: str, document_path: str) -> None:
     """Load, tensorize, predict; print the memory figures as JSON (runs in a fresh process)."""
     import torch
 
+    from coref_pipeline.devices import resident_bytes
     from coref_pipeline.inference import CorefModel
 
     torch.set_grad_enabled(False)
     trained = CorefModel.load(model_dir)
     document = json.loads(Path(document_path).read_text())
     tensors = trained.tensorize(document)
-    before = rss_mb()
+    before = resident_bytes() / 2**20
     started = time.perf_counter()
     clusters = trained.predict_tensors(tensors)
     seconds = time.perf_counter() - started

@@ -48,22 +48,16 @@ def litbank_text(num_words: int) -> str:
     raise SystemExit(f"LitBank has only {count} words")
 
 
-def current_rss_mb() -> float:
-    import os
-
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-
 def worker(model_dir: str, text_path: str) -> None:
     """Load, split, predict; print the figures as JSON (runs in a fresh process)."""
     from coref_pipeline import CorefModel
+    from coref_pipeline.devices import resident_bytes
     from coref_pipeline.text import split_text
 
     model = CorefModel.load(model_dir, max_inference_subtokens=10**6)
     text = Path(text_path).read_text(encoding="utf-8")
     split_text("Warm up. The tools load once.")
-    before = current_rss_mb()
+    before = resident_bytes() / 2**20
     started = time.perf_counter()
     split = split_text(text)
     split_seconds = time.perf_counter() - started

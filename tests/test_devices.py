@@ -168,9 +168,9 @@ blocks = [torch.ones(16 * 1024 * 1024 + i * 4096) for i in range(6)]  # 6 x 64 M
 held = torch.ones(1024)  # allocated after them: the freed blocks are not the heap's top
 del blocks
 before = resident_mb()
-devices._free_heap_bound_bytes = 1 << 40
+devices._free_resident_bound_bytes = 1 << 40
 within = devices.bound_host_memory()  # 384 MB free: within the bound
-devices._free_heap_bound_bytes = 100 << 20
+devices._free_resident_bound_bytes = 100 << 20
 trimmed = devices.bound_host_memory()
 after = resident_mb()
 again = devices.bound_host_memory()  # the freed blocks are still free in the heap, but no longer resident

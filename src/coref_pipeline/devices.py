@@ -32,7 +32,7 @@ _KEPT_HEAP_TOP_BYTES = 1 << 30
 # Below this much physical memory the setting stays off unless the variable is 1: its bound
 # (a quarter of the memory) would be too small to keep what a step frees.
 KEEP_HOST_MEMORY_MIN_RAM_BYTES = 16 << 30
-_free_heap_bound_bytes = 0  # a quarter of physical memory, set by keep_host_memory
+_free_resident_bound_bytes = 0  # a quarter of physical memory, set by keep_host_memory
 _resident_outside_heap_bytes = 0  # resident memory not in malloc's in-use blocks when keep_host_memory set it
 
 
@@ -105,7 +105,7 @@ def keep_host_memory() -> bool:
     only (elsewhere nothing is done). ``COREF_PIPELINE_KEEP_HOST_MEMORY``: ``0`` leaves
     the allocator alone, ``1`` sets it; unset, it is set on machines with 16 GiB or more.
     """
-    global _libc, _free_heap_bound_bytes, _resident_outside_heap_bytes
+    global _libc, _free_resident_bound_bytes, _resident_outside_heap_bytes
     if _libc is not None:
         return True
     wanted = os.environ.get(KEEP_HOST_MEMORY_VARIABLE, "").strip()
@@ -122,13 +122,13 @@ def keep_host_memory() -> bool:
         return False
     if not (libc.mallopt(_M_MMAP_MAX, 0) and libc.mallopt(_M_TRIM_THRESHOLD, ctypes.c_int(_KEPT_HEAP_TOP_BYTES))):
         return False
-    _libc, _free_heap_bound_bytes = libc, memory // 4
-    _resident_outside_heap_bytes = max(0, _resident_bytes() - libc.mallinfo2().uordblks)
+    _libc, _free_resident_bound_bytes = libc, memory // 4
+    _resident_outside_heap_bytes = max(0, resident_bytes() - libc.mallinfo2().uordblks)
     logger.debug("malloc keeps freed host memory for reuse (%s=0 turns this off)", KEEP_HOST_MEMORY_VARIABLE)
     return True
 
 
-def _resident_bytes() -> int:
+def resident_bytes() -> int:
     """This process's resident set (``/proc/self/statm``), in bytes."""
     with open("/proc/self/statm", "rb") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -146,8 +146,8 @@ def bound_host_memory() -> bool:
     """
     if _libc is None:
         return False
-    free_resident = _resident_bytes() - _libc.mallinfo2().uordblks - _resident_outside_heap_bytes
-    if free_resident <= _free_heap_bound_bytes:
+    free_resident = resident_bytes() - _libc.mallinfo2().uordblks - _resident_outside_heap_bytes
+    if free_resident <= _free_resident_bound_bytes:
         return False
     _libc.malloc_trim(0)
     return True

@@ -76,8 +76,7 @@ class BaselineCorefModel(nn.Module):
             scores = scores + (source @ self.dropout(span_emb).T).float()  # fp32 for top-k under mixed precision
         if self.config.use_prior:
             prior = self.distance_prior_projection(self.dropout(self.antecedent_distance_prior.weight))  # [10, 1]
-            prior_by_offset = prior.squeeze(1)[bucket_distance(positions)]  # [k]: bucketed once per offset
-            scores = scores + prior_by_offset[offsets.clamp(min=0)]  # offsets < 1 are -inf already
+            scores = scores + prior.squeeze(1)[bucket_distance(offsets)]
         return scores
 
     def top_antecedents(self, coarse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

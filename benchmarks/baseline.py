@@ -45,7 +45,7 @@ from coref_pipeline.models.config import BaselineConfig, TrainingConfig, baselin
 from coref_pipeline.models.document import random_crop
 from coref_pipeline.training import Run, build_baseline, seed_everything, train_baseline
 from coref_pipeline.training.engine import Engine
-from coref_pipeline.training.loop import training_step
+from coref_pipeline.training.loop import configure_encoder_for_training, training_step
 from coref_pipeline.training.optim import build_optimisers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -132,8 +132,7 @@ def timed_training_steps(
     seed_everything(training.seed)
     trained = build_baseline(model_config)
     model = trained.model
-    if training.encoder_attention_dropout is not None:
-        model.encoder.set_attention_dropout(training.encoder_attention_dropout)
+    configure_encoder_for_training(model.encoder, training)
     documents = corpus.documents("train", model_config.max_segment_len)[:steps]
     tensors = [trained.tensorize(document) for document in documents]
     task = [p for module in model.task_modules() for p in module.parameters()]

@@ -29,6 +29,7 @@ from coref_pipeline.evaluation.predictions import GoldKey, score_predictions, su
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import ConfigError, TrainingConfig
 from coref_pipeline.models.document import DocumentTensors, random_crop
+from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.training.checkpoints import (
     TrainState,
     latest_checkpoint,
@@ -59,6 +60,14 @@ def epoch_order(num_documents: int, seed: int, epoch: int) -> list[int]:
     """The order of the training documents in an epoch: a permutation fixed by (seed, epoch)."""
     generator = torch.Generator(device="cpu").manual_seed(seed * 1000 + epoch)
     return torch.randperm(num_documents, generator=generator, device="cpu").tolist()
+
+
+def configure_encoder_for_training(encoder: SegmentEncoder, training: TrainingConfig) -> None:
+    """The training keys that change the encoder itself: gradient checkpointing and the attention dropout."""
+    if training.gradient_checkpointing:
+        encoder.enable_gradient_checkpointing()
+    if training.encoder_attention_dropout is not None:
+        encoder.set_attention_dropout(training.encoder_attention_dropout)
 
 
 def steps_at_most(config: TrainingConfig, num_documents: int, world_size: int) -> int:
@@ -431,10 +440,7 @@ def _train_on_rank(engine: Engine, job: _RankJob) -> dict[str, Any]:
     if engine.is_main:
         prepare_work_dir(run.work_dir, fingerprint, run.restart)
     engine.barrier()
-    if training.gradient_checkpointing:
-        trained.model.encoder.enable_gradient_checkpointing()
-    if training.encoder_attention_dropout is not None:
-        trained.model.encoder.set_attention_dropout(training.encoder_attention_dropout)
+    configure_encoder_for_training(trained.model.encoder, training)
     trained.to(engine.device)
     engine.setup(trained.model)
     train_tensors = [trained.tensorize(document) for document in train_documents]

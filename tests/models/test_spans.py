@@ -90,3 +90,35 @@ def test_prefix_sum_attention_equals_the_explicit_one(seed):
     fast = span_attention_sums(logits, values, starts, ends)
     slow = span_attention_explicit(logits, values, starts, ends, width)
     torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("logit_scale", [30.0, 300.0])
+def test_attention_sums_stay_exact_and_finite_for_far_apart_logits(logit_scale):
+    # Logits hundreds of nats apart: a span far below its block's largest logit underflows in the
+    # table and is computed explicitly; values and gradients equal the explicit form's.
+    torch.manual_seed(1)
+    n, d, width = 200, 6, 30
+    logits = (torch.randn(n) * logit_scale).requires_grad_()
+    values = torch.randn(n, d, requires_grad=True)
+    starts, ends = candidate_spans(torch.randint(0, 4, (n,)).sort().values, width)
+    upstream = torch.randn(starts.numel(), d)
+    fast = span_attention_sums(logits, values, starts, ends)
+    slow = span_attention_explicit(logits, values, starts, ends, width)
+    torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)
+    fast_grads = torch.autograd.grad((fast * upstream).sum(), [logits, values])
+    slow_grads = torch.autograd.grad((slow * upstream).sum(), [logits, values])
+    for fast_grad, slow_grad in zip(fast_grads, slow_grads, strict=True):
+        assert torch.isfinite(fast_grad).all()
+        torch.testing.assert_close(fast_grad, slow_grad, rtol=1e-4, atol=1e-4)
+
+
+def test_attention_sums_of_one_token_spans_and_spans_across_blocks():
+    # Widths 1 to 9 (blocks of 16) over 40 tokens: one-token spans, spans inside a block and across.
+    torch.manual_seed(2)
+    logits, values = torch.randn(40), torch.randn(40, 3)
+    starts, ends = candidate_spans(torch.zeros(40, dtype=torch.long), 9)
+    fast = span_attention_sums(logits, values, starts, ends)
+    torch.testing.assert_close(fast, span_attention_explicit(logits, values, starts, ends, 9), rtol=1e-5, atol=1e-5)
+    single = starts == ends
+    torch.testing.assert_close(fast[single], values[starts[single]])
+    assert span_attention_sums(logits, values, starts[:0], ends[:0]).shape == (0, 3)

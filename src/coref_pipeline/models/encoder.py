@@ -61,6 +61,24 @@ class SegmentEncoder(nn.Module):
             module.dropout.p = rate  # read at each forward (dropout=self.dropout.p in training)
         self.model.config.attention_probs_dropout_prob = rate  # saved with the model as it was trained
 
+    def use_cpu_attention_dropout(self) -> bool:
+        """Train the attention with the cheaper CPU dropout mask of :mod:`coref_pipeline.models.attention`.
+
+        Only an encoder on HF's "sdpa" attention is switched (the default of BERT-family models);
+        evaluation and other devices stay on "sdpa" itself, and the switch is not saved with the
+        model. True when switched.
+        """
+        from coref_pipeline.models import attention
+
+        config = self.model.config
+        if getattr(config, "_attn_implementation", None) != "sdpa" or not hasattr(
+            self.model, "set_attn_implementation"
+        ):
+            return False
+        attention.register()
+        self.model.set_attn_implementation(attention.IMPLEMENTATION)
+        return config._attn_implementation == attention.IMPLEMENTATION
+
     @property
     def is_checkpointing(self) -> bool:
         """Whether the encoder recomputes its activations in backward."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import torch
+from torch.nn import functional as nn_functional
 
 
 def candidate_spans(
@@ -83,21 +84,78 @@ def spans_cross(a: tuple[int, int], b: tuple[int, int]) -> bool:
     return s1 < s2 <= e1 < e2
 
 
+# A span's attention weights underflow when all of its logits lie far (about 87 nats in float32)
+# below the largest logit of the block that scales them; such spans are computed explicitly.
+_SMALLEST_ATTENTION_TOTAL = 1e-30
+
+
 def span_attention_sums(
     logits: torch.Tensor, values: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor
 ) -> torch.Tensor:
-    """``sum_t softmax(logits[s..e])_t * values[t]`` for every span, through prefix sums.
+    """``sum_t softmax(logits[s..e])_t * values[t]`` for every span, through a disjoint sparse table.
 
-    O(n * d + spans * d) instead of materialising every span's tokens. The prefix
-    sums are float64 so that differences of long prefixes stay exact enough.
+    O(n * d * log W + spans * d) instead of materialising every span's W tokens: each span's
+    weighted sum is the sum of two precomputed partial sums of non-negative terms (no
+    subtraction, so float32 is exact enough), gathered in one ``embedding_bag``.
+
+    Level ``l < L`` (``2**L > ``the widest span's ``e - s``) holds, for each position, its
+    suffix sum to the middle of its aligned block of ``2**(l + 1)`` positions (left half) or
+    its prefix sum from that middle (right half); a span whose ends first differ in bit ``l``
+    is the suffix at ``s`` plus the prefix at ``e``. A span across a boundary of the aligned
+    blocks of ``2**L`` is the suffix within ``s``'s block plus the prefix within ``e``'s.
+    The weights are scaled by the largest logit of the block a pair of sums shares, so they
+    only underflow for spans far below their block's largest logit; those are recomputed
+    with :func:`span_attention_explicit`.
     """
-    weights = torch.exp((logits - logits.max()).double())  # [n]
-    weighted = torch.cumsum(weights.unsqueeze(1) * values.double(), dim=0)  # [n, d]
-    weighted = torch.cat([weighted.new_zeros(1, weighted.shape[1]), weighted])  # [n + 1, d]
-    normaliser = torch.cat([weights.new_zeros(1), torch.cumsum(weights, dim=0)])  # [n + 1]
-    sums = (weighted.index_select(0, ends + 1) - weighted.index_select(0, starts)).to(values.dtype)  # [spans, d]
-    totals = (normaliser[ends + 1] - normaliser[starts]).unsqueeze(1).to(values.dtype)  # [spans, 1]
-    return sums / totals
+    num_tokens, dim = values.shape
+    if starts.numel() == 0:
+        return values.new_zeros(0, dim)
+    widest = int((ends - starts).max())
+    levels = max(1, widest.bit_length())  # 2**levels > widest
+    block = 1 << levels
+    padded = -(-num_tokens // block) * block
+    scores = logits.float()
+    scores = torch.cat([scores, scores.min().expand(padded - num_tokens)])  # [N]; padding weighs 0 below
+    ones = values.new_ones(num_tokens, 1, dtype=torch.float32)
+    augmented = torch.cat([torch.cat([values.float(), ones], dim=1), ones.new_zeros(padded - num_tokens, dim + 1)])
+
+    def weighted(size: int, scale: torch.Tensor) -> torch.Tensor:  # [N / size, size, d + 1]
+        weights = torch.exp(scores.view(-1, size) - scale.unsqueeze(1)).view(padded, 1)  # [N, 1]
+        return (weights * augmented).view(-1, size, dim + 1)
+
+    tables = []
+    for level in range(levels):
+        half = 1 << level
+        halves = weighted(2 * half, scores.view(-1, 2 * half).amax(dim=1)).view(-1, 2, half, dim + 1)
+        suffix = halves[:, 0].flip(1).cumsum(1).flip(1)  # to the block's middle
+        prefix = halves[:, 1].cumsum(1)  # from the block's middle
+        tables.append(torch.stack([suffix, prefix], dim=1).view(padded, dim + 1))
+    block_max = scores.view(-1, block).amax(dim=1)  # [N / block]
+    pair_max = torch.maximum(block_max[:-1], block_max[1:])  # blocks j and j + 1
+    across_suffix = weighted(block, torch.cat([pair_max, block_max[-1:]])).flip(1).cumsum(1).flip(1)
+    across_prefix = weighted(block, torch.cat([block_max[:1], pair_max])).cumsum(1)
+    tables += [across_suffix.reshape(padded, dim + 1), across_prefix.reshape(padded, dim + 1)]
+    tables.append(augmented.new_zeros(1, dim + 1))  # the second row of a one-token span
+    table = torch.cat(tables)  # [(levels + 2) * N + 1, d + 1]
+
+    differ = starts ^ ends
+    level = torch.frexp(differ.double()).exponent.long() - 1  # [spans]: highest differing bit, -1 if none
+    across = level >= levels
+    first = torch.where(across, levels * padded + starts, level.clamp(min=0) * padded + starts)
+    second = torch.where(across, (levels + 1) * padded + ends, level * padded + ends)
+    second = torch.where(differ == 0, (levels + 2) * padded, second)
+    sums = nn_functional.embedding_bag(torch.stack([first, second], dim=1), table, mode="sum")  # [spans, d + 1]
+    totals = sums[:, dim:]  # [spans, 1]
+    too_small = totals < _SMALLEST_ATTENTION_TOTAL  # [spans, 1]
+    # Dividing those by 1 keeps their (discarded) gradient finite.
+    heads = (sums[:, :dim] / torch.where(too_small, 1.0, totals)).to(values.dtype)  # [spans, d]
+    underflowed = too_small.squeeze(1).nonzero().squeeze(1)
+    if underflowed.numel():
+        explicit = span_attention_explicit(logits, values, starts[underflowed], ends[underflowed], widest + 1).to(
+            values.dtype
+        )
+        heads = heads.index_put((underflowed,), explicit)
+    return heads
 
 
 def span_attention_explicit(

@@ -63,11 +63,13 @@ def epoch_order(num_documents: int, seed: int, epoch: int) -> list[int]:
 
 
 def configure_encoder_for_training(encoder: SegmentEncoder, training: TrainingConfig) -> None:
-    """The training keys that change the encoder itself: gradient checkpointing and the attention dropout."""
+    """The training keys that change the encoder itself (gradient checkpointing, the attention dropout),
+    and its attention's cheaper dropout mask on a CPU (models/attention.py)."""
     if training.gradient_checkpointing:
         encoder.enable_gradient_checkpointing()
     if training.encoder_attention_dropout is not None:
         encoder.set_attention_dropout(training.encoder_attention_dropout)
+    encoder.use_cpu_attention_dropout()
 
 
 def steps_at_most(config: TrainingConfig, num_documents: int, world_size: int) -> int:

@@ -74,6 +74,18 @@ def test_pruning_matches_brute_force(seed):
     assert not any(spans_cross(a, b) for a, b in itertools.combinations(kept_spans, 2))
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_pruning_reads_the_score_order_in_chunks_as_one(seed):
+    # About 900 candidates and k = 300: the order is read 600 spans at a time, and most of the
+    # first 600 cross a kept span, so the loop goes on to the next chunk.
+    rng = random.Random(seed)
+    starts, ends = candidate_spans(torch.zeros(120, dtype=torch.long), max_span_width=8)
+    scores = torch.tensor([rng.random() for _ in range(len(starts))])
+    kept = prune_spans(scores, starts, ends, 300).tolist()
+    assert kept == brute_force_prune(scores.tolist(), starts.tolist(), ends.tolist(), 300)
+    assert 0 < len(kept) < 300  # every span crosses or nests: fewer than k can be kept
+
+
 def test_pruning_allows_nesting_and_rejects_crossing():
     starts, ends = torch.tensor([0, 1, 2, 0]), torch.tensor([2, 3, 2, 3])
     scores = torch.tensor([3.0, 2.0, 1.0, 0.5])

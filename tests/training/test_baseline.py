@@ -16,7 +16,7 @@ from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import ConfigError, TrainingConfig
 from coref_pipeline.training import Run, TrainingCallback, baseline_recipe, fit, seed_everything
 from coref_pipeline.training.checkpoints import latest_checkpoint
-from coref_pipeline.training.loop import epoch_order
+from coref_pipeline.training.loop import configure_encoder_for_training, epoch_order
 from coref_pipeline.training.optim import warmup_then_linear_decay
 
 from ..models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
@@ -209,8 +209,12 @@ def test_encoder_attention_dropout_is_set_for_the_run_and_saved_with_the_model(t
     )
     assert attention_dropouts(off) == {0.0}
     assert attention_dropouts(CorefModel.load(tmp_path / "0" / "best")) == {0.0}
-    # Trained with the cheaper CPU dropout mask; loaded, HF's own sdpa.
-    assert kept.model.encoder.model.config._attn_implementation == attention.IMPLEMENTATION
-    assert CorefModel.load(tmp_path / "own" / "best").model.encoder.model.config._attn_implementation == "sdpa"
+    # The loop's encoder settings: the attention trains with the cheaper CPU dropout mask; the
+    # model is saved without it (loaded: HF's own sdpa).
+    encoder = tiny_encoder(3)
+    configure_encoder_for_training(encoder, training_config(encoder_attention_dropout=0.2))
+    assert encoder.model.config._attn_implementation == attention.IMPLEMENTATION
+    assert encoder.model.config.attention_probs_dropout_prob == 0.2
+    assert kept.model.encoder.model.config._attn_implementation == "sdpa"
     with pytest.raises(ConfigError, match=r"encoder_attention_dropout must be in \[0.0"):
         training_config(encoder_attention_dropout=1.5)

@@ -68,13 +68,18 @@ class FFNN(nn.Module):
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         return self.from_first_layer(self.hidden[0](inputs))
 
-    def from_first_layer(self, pre_activation: torch.Tensor) -> torch.Tensor:
+    def from_first_layer(self, pre_activation: torch.Tensor, overwrite: bool = False) -> torch.Tensor:
         """The rest of the network, given the first hidden layer before its ReLU.
 
         The last dropout's scale is applied after the output layer, to its ``[rows, 1]``
         result (``W (s h) + b = s (W h) + b``), not to the ``[rows, hidden]`` activations.
+        ``overwrite``: the caller does not use ``pre_activation`` again, so when autograd does not
+        track it (prediction) it is rectified in place, one ``[rows, hidden]`` tensor fewer.
         """
-        hidden = torch.relu(pre_activation)
+        if overwrite and not pre_activation.requires_grad:
+            hidden = pre_activation.relu_()
+        else:
+            hidden = torch.relu(pre_activation)
         for layer in self.hidden[1:]:
             hidden = torch.relu(layer(self.dropout(hidden)))
         if not self.dropout.active:

@@ -9,7 +9,8 @@ them with the direct form):
 
 * the mention FFNN's first layer is linear in the parts of g = [h_start; h_end;
   width; head], so it is computed per token and summed per span, and the head
-  attention uses prefix sums, instead of materialising every candidate's g;
+  attention sums precomputed partial sums (spans.span_attention_sums), instead of
+  materialising every candidate's g;
 * the pair FFNN's first layer is split the same way: the target and candidate
   parts are projected once per span, only the product part is computed per pair.
 """
@@ -97,7 +98,7 @@ class SpanScorer(nn.Module):
         if span_inputs:
             pre = torch.addmm(pre, torch.cat(span_inputs, dim=1), torch.cat(span_weights, dim=1).T)
         pre.add_((hidden @ weights[1].T).index_select(0, ends))
-        scores = self.mention_scores.from_first_layer(pre).squeeze(1)  # [spans]
+        scores = self.mention_scores.from_first_layer(pre, overwrite=True).squeeze(1)  # [spans]
         if self.config.use_prior:
             width_prior = self.width_scores(self.span_width_prior_embeddings.weight).squeeze(1)  # [W]
             scores = scores + width_prior[ends - starts]
@@ -220,8 +221,14 @@ class PairScorer(nn.Module):
             pre = torch.addmm(pre, features.reshape(k * c, -1), weights[3].T)
         # The target part in pre's dtype: a bf16 + fp32 broadcast add takes a scalar path on a CPU
         # (30x slower than bf16 + bf16 on [k, c, ffnn]), and the next layer computes in bf16 anyway.
-        pre = pre.view(k, c, -1) + target_projection.to(pre.dtype).unsqueeze(1)  # [k, c, ffnn]
-        return self.slow_antecedent_scores.from_first_layer(pre).squeeze(2).float()  # [k, c]; fp32 for the loss
+        # Without autograd (prediction) it is added in place: one [k, c, ffnn] tensor fewer.
+        target_part = target_projection.to(pre.dtype).unsqueeze(1)  # [k, 1, ffnn]
+        if pre.requires_grad:
+            pre = pre.view(k, c, -1) + target_part  # [k, c, ffnn]
+        else:
+            pre = pre.view(k, c, -1).add_(target_part)
+        scores = self.slow_antecedent_scores.from_first_layer(pre, overwrite=True).squeeze(2)  # [k, c]
+        return scores.float()  # fp32 for the loss
 
 
 def compute_dtype(tensor: torch.Tensor) -> torch.dtype:

@@ -48,34 +48,30 @@ def prune_spans(scores: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, 
     Nesting is allowed, crossing (``s1 < s2 <= e1 < e2``) is not. The result is
     sorted by (start, end), as the original ``extract_spans`` kernel returns it.
     """
-    order = torch.argsort(scores.detach(), descending=True, stable=True).tolist()
-    starts_list, ends_list = starts.tolist(), ends.tolist()
-    max_end_from: dict[int, int] = {}  # start -> largest end of a kept span starting there
-    min_start_to: dict[int, int] = {}  # end -> smallest start of a kept span ending there
-    kept: list[int] = []
-    for index in order:
+    order = torch.argsort(scores.detach(), descending=True, stable=True)  # [spans]
+    num_positions = int(ends.max()) + 1 if ends.numel() else 0
+    max_end_from = [-1] * num_positions  # start -> largest end of a kept span starting there
+    min_start_to = [num_positions] * num_positions  # end -> smallest start of a kept span ending there
+    kept: list[tuple[int, int, int]] = []  # (start, end, index)
+    chunk = max(2 * k, 256)  # spans read from the order at a time: most documents need one chunk
+    for first in range(0, order.shape[0], chunk):
         if len(kept) >= k:
             break
-        start, end = starts_list[index], ends_list[index]
-        crosses = False
-        for position in range(start, end + 1):
-            # A kept span starting strictly inside this one and ending after it, or
-            # ending strictly inside it and starting before it, crosses it.
-            if position > start and max_end_from.get(position, -1) > end:
-                crosses = True
+        indices = order[first : first + chunk]
+        for index, start, end in zip(indices.tolist(), starts[indices].tolist(), ends[indices].tolist(), strict=True):
+            if len(kept) >= k:
                 break
-            if position < end and min_start_to.get(position, end + 1) < start:
-                crosses = True
-                break
-        if crosses:
-            continue
-        kept.append(index)
-        if max_end_from.get(start, -1) < end:
-            max_end_from[start] = end
-        if min_start_to.get(end, end + 1) > start:
-            min_start_to[end] = start
-    kept.sort(key=lambda i: (starts_list[i], ends_list[i]))
-    return torch.tensor(kept, dtype=torch.long, device=scores.device)
+            # A kept span starting strictly inside this one and ending after it, or ending strictly
+            # inside it and starting before it, crosses it (max and min over list slices run in C).
+            if end > start and (max(max_end_from[start + 1 : end + 1]) > end or min(min_start_to[start:end]) < start):
+                continue
+            kept.append((start, end, index))
+            if max_end_from[start] < end:
+                max_end_from[start] = end
+            if min_start_to[end] > start:
+                min_start_to[end] = start
+    kept.sort()
+    return torch.tensor([index for _, _, index in kept], dtype=torch.long, device=scores.device)
 
 
 def spans_cross(a: tuple[int, int], b: tuple[int, int]) -> bool:

@@ -135,7 +135,9 @@ def span_attention_sums(
     table = torch.cat(tables)  # [(levels + 2) * N + 1, d + 1]
 
     differ = starts ^ ends
-    level = torch.frexp(differ.double()).exponent.long() - 1  # [spans]: highest differing bit, -1 if none
+    # [spans]: the highest differing bit, -1 if none (float32 holds token positions exactly up to 2**24;
+    # no float64, which some devices lack)
+    level = torch.frexp(differ.float()).exponent.long() - 1
     across = level >= levels
     first = torch.where(across, levels * padded + starts, level.clamp(min=0) * padded + starts)
     second = torch.where(across, (levels + 1) * padded + ends, level * padded + ends)

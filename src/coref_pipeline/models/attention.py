@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import torch
 
+from coref_pipeline.models.layers import uniform_integers
+
 IMPLEMENTATION = "coref_pipeline_sdpa"  # its name in HF's AttentionInterface
 _MASK_LEVELS = 1 << 16  # the mask's uniform integers: the dropout rate's resolution
 
 
 def keep_mask(shape: torch.Size, rate: float, device: torch.device) -> torch.Tensor:
     """A bool mask that keeps each element with probability ``1 - round(65536 rate) / 65536``."""
-    count = shape.numel()
-    words = torch.randint(-(2**63), 2**63 - 1, ((count + 3) // 4,), dtype=torch.int64, device=device)
-    uniform = words.view(torch.int16)[:count].view(shape)  # uniform over [-32768, 32767]
+    uniform = uniform_integers(shape, torch.int16, device)  # over [-32768, 32767]
     return uniform >= round(rate * _MASK_LEVELS) - _MASK_LEVELS // 2
 
 

@@ -252,6 +252,9 @@ class TrainingConfig(Config):
     # dropout on the encoder's attention probabilities in training; None = the encoder's own (BERT: 0.1);
     # 0 lets the attention run in torch's fused kernel (SegmentEncoder.set_attention_dropout)
     encoder_attention_dropout: float | None = None
+    # dev evaluations score, and the best model saved is, an exponential moving average of the trained
+    # weights with this decay (warmed up as min(ema_decay, (1 + t) / (10 + t))); None = the weights as trained
+    ema_decay: float | None = None
 
     def __post_init__(self) -> None:
         if self.num_epochs < 1 or self.eval_frequency < 1 or self.checkpoint_frequency < 1:
@@ -262,6 +265,8 @@ class TrainingConfig(Config):
                 raise ConfigError(f"{name} must be positive or null, got {getattr(self, name)}")
         if self.encoder_attention_dropout is not None:
             _check_range("encoder_attention_dropout", self.encoder_attention_dropout, 0.0, 0.999999)
+        if self.ema_decay is not None:
+            _check_range("ema_decay", self.ema_decay, 0.0, 0.999999)
         if self.time_budget_minutes is not None and self.time_budget_minutes <= 0:
             raise ConfigError(f"time_budget_minutes must be positive or null, got {self.time_budget_minutes}")
         object.__setattr__(self, "precision", str(self.precision))  # YAML's 32 is an int

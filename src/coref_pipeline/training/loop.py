@@ -10,6 +10,7 @@ on dev, keeps the best model and writes resumable checkpoints; what watches a ru
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import random
@@ -30,6 +31,7 @@ from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import ConfigError, TrainingConfig
 from coref_pipeline.models.document import DocumentTensors, random_crop
 from coref_pipeline.models.encoder import SegmentEncoder
+from coref_pipeline.training.averaging import WeightAverage
 from coref_pipeline.training.checkpoints import (
     TrainState,
     latest_checkpoint,
@@ -214,7 +216,9 @@ def train_loop(
     segments (``None``: whole documents), from a generator of each rank's own.
     ``evaluate`` scores on dev (percent, with ``conll_f1``) and ``save_best`` keeps
     the model when it is the best so far: both on rank 0, as the checkpoints and
-    the callbacks; the other ranks wait and take its decisions.
+    the callbacks; the other ranks wait and take its decisions. With ``ema_decay``,
+    rank 0 keeps the weights' moving average (``averaging.WeightAverage``): it is
+    what ``evaluate`` scores and ``save_best`` saves.
     """
     engine = engine or Engine(replace(config, devices=1, num_nodes=1))
     rank, world_size = engine.rank, engine.world_size
@@ -224,9 +228,10 @@ def train_loop(
     main = engine.is_main
     callbacks = callbacks if main else ()
     state = TrainState()
+    average = WeightAverage(model, config.ema_decay) if main and config.ema_decay is not None else None
     checkpoint = latest_checkpoint(work_dir)
     if checkpoint is not None:
-        state, rng_states = load_checkpoint(checkpoint, model, optimisers)
+        state, rng_states = load_checkpoint(checkpoint, model, optimisers, average)
         engine.restore_rng_states(rng_states, [crop_generator])
         logger.info(
             "Resuming from %s: epoch %d, document %d, step %d",
@@ -247,7 +252,7 @@ def train_loop(
     def write_checkpoint() -> None:
         rng_states = engine.rng_states([crop_generator])  # every rank's, gathered
         if main:
-            save_checkpoint(work_dir, model, optimisers, state, rng_states)
+            save_checkpoint(work_dir, model, optimisers, state, rng_states, average=average)
         engine.barrier()
 
     def evaluate_and_keep_best() -> bool:
@@ -255,19 +260,21 @@ def train_loop(
         stop = False
         if main:
             started = clock()
-            model.eval()
-            with torch.no_grad():
-                metrics = evaluate()
-            model.train()
+            with average.in_place_of_weights() if average is not None else contextlib.nullcontext():
+                model.eval()
+                with torch.no_grad():
+                    metrics = evaluate()
+                model.train()
+                f1 = metrics["conll_f1"]
+                if f1 > state.best_f1:
+                    save_best()
             state.eval_seconds += clock() - started
             state.evaluations += 1
             for callback in callbacks:
                 callback.on_evaluation(state, metrics)
-            f1 = metrics["conll_f1"]
             if f1 > state.best_f1:
                 state.best_f1, state.best_step = f1, state.global_step
                 state.evaluations_without_improvement = 0
-                save_best()
                 logger.info("Step %d: dev CoNLL F1 %.2f (best so far, saved)", state.global_step, f1)
             else:
                 state.evaluations_without_improvement += 1
@@ -302,6 +309,8 @@ def train_loop(
                 if max_segments is not None:
                     document = random_crop(document, max_segments, crop_generator)
                 loss = training_step(losses, document, optimisers, config.gradient_clip, engine)
+                if average is not None:
+                    average.update(state.global_step + 1)
                 state.train_seconds += clock() - step_started
                 state.position += 1
                 state.global_step += 1

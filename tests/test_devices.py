@@ -22,6 +22,7 @@ from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import IncrementalConfig, TrainingConfig
 from coref_pipeline.models.document import random_crop
 from coref_pipeline.models.incremental import IncrementalCorefModel
+from coref_pipeline.training.averaging import WeightAverage
 from coref_pipeline.training.engine import Engine
 from coref_pipeline.training.loop import training_step
 from coref_pipeline.training.optim import model_optimisers
@@ -62,12 +63,16 @@ def test_forward_loss_training_step_and_predict_create_nothing_off_the_model_dev
         assert torch.empty(1).device.type == "meta"  # the trap is set
         tensors = [trained.tensorize(document) for document in documents]
         assert all(t.input_ids.device.type == "cpu" and t.gold_starts.device.type == "cpu" for t in tensors)
+        average = WeightAverage(model, decay=0.9)  # ema_decay
         model.train()
-        for document in tensors:
+        for step, document in enumerate(tensors, start=1):
             crop = random_crop(document, 2, generator)
             loss = training_step(model.training_losses, crop, optimisers, 1.0, engine)
+            average.update(step)
             assert loss == loss and loss >= 0  # finite, not NaN
         model.eval()
+        with torch.no_grad(), average.in_place_of_weights():
+            model(tensors[0])
         with torch.no_grad():
             output = model(tensors[0])
         clusters = trained.predict_tensors(tensors[0])
@@ -75,6 +80,7 @@ def test_forward_loss_training_step_and_predict_create_nothing_off_the_model_dev
         result = trained.predict(TEXT)
         embeddings, cluster_ids = trained.span_representations(result)
     assert all(parameter.device.type == "cpu" for parameter in model.parameters())
+    assert all(tensor.device.type == "cpu" for tensor in average.average.values())
     assert isinstance(clusters, list) and len(predicted) == 2
     assert embeddings.shape[0] == len(cluster_ids)
     if model_type == "baseline":

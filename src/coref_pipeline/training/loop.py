@@ -266,13 +266,14 @@ def train_loop(
                     metrics = evaluate()
                 model.train()
                 f1 = metrics["conll_f1"]
-                if f1 > state.best_f1:
-                    save_best()
+                improved = f1 > state.best_f1
+                if improved:
+                    save_best()  # what was scored: the average's weights, with ema_decay
             state.eval_seconds += clock() - started
             state.evaluations += 1
             for callback in callbacks:
                 callback.on_evaluation(state, metrics)
-            if f1 > state.best_f1:
+            if improved:
                 state.best_f1, state.best_step = f1, state.global_step
                 state.evaluations_without_improvement = 0
                 logger.info("Step %d: dev CoNLL F1 %.2f (best so far, saved)", state.global_step, f1)

@@ -48,10 +48,16 @@ def models() -> dict[str, CorefModel]:
     values["teacher_forcing_rate"] = 0.5
     incremental_config = IncrementalConfig.from_baseline(config, values)
     incremental = IncrementalCorefModel(incremental_config, tiny_encoder(seed=2))
-    return {"baseline": baseline, "incremental": CorefModel("incremental", incremental, tiny_hf_tokenizer())}
+    slots = {"recent_mentions": 2, "entity_representation": False, "max_top_entities": 2}
+    with_slots = IncrementalCorefModel(IncrementalConfig.from_baseline(config, values | slots), tiny_encoder(seed=2))
+    return {
+        "baseline": baseline,
+        "incremental": CorefModel("incremental", incremental, tiny_hf_tokenizer()),
+        "incremental_recent_mentions": CorefModel("incremental", with_slots, tiny_hf_tokenizer()),
+    }
 
 
-@pytest.mark.parametrize("model_type", ["baseline", "incremental"])
+@pytest.mark.parametrize("model_type", ["baseline", "incremental", "incremental_recent_mentions"])
 def test_forward_loss_training_step_and_predict_create_nothing_off_the_model_device(model_type):
     trained = models()[model_type]
     model = trained.model.to("cpu")

@@ -171,6 +171,10 @@ class IncrementalConfig(SpanModelConfig):
     # The fine FFNN scores only the max_top_entities entities with the best coarse score
     # (the baseline's bilinear + the entity's mention score); None: every active entity.
     max_top_entities: int | None = None
+    # Each entity is also scored through its recent_mentions most recent mentions, each as the baseline scores
+    # that antecedent; the entity's score is the best of them (and of its representation). 0: the paper's.
+    recent_mentions: int = 0
+    entity_representation: bool = True  # false: an entity is scored by its recent mentions only
     # score a segment's spans against the entities at its start in one pass (same decisions); false: one span at a time
     batch_per_segment: bool = True
     finetune_encoder: bool = False
@@ -194,6 +198,10 @@ class IncrementalConfig(SpanModelConfig):
         for name in ("negative_sample_rate", "teacher_forcing_rate"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+        if self.recent_mentions < 0:
+            raise ConfigError(f"recent_mentions must be a non-negative number of mentions, got {self.recent_mentions}")
+        if not self.entity_representation and self.recent_mentions < 1:
+            raise ConfigError("entity_representation: false needs recent_mentions of at least 1 (nothing to score)")
         if self.max_top_entities is not None and self.max_top_entities < 1:
             raise ConfigError(f"max_top_entities must be at least 1 or null, got {self.max_top_entities}")
         for name in ("evict_singleton_distance", "evict_distance"):
@@ -255,6 +263,9 @@ class TrainingConfig(Config):
     # dev evaluations score, and the best model saved is, an exponential moving average of the trained
     # weights with this decay (warmed up as min(ema_decay, (1 + t) / (10 + t))); None = the weights as trained
     ema_decay: float | None = None
+    # score the starting weights on dev before the first step, so that they can be the best model kept
+    # (fine-tuning a trained model: init_from, the incremental model); HF Trainer's eval_on_start
+    eval_on_start: bool = False
 
     def __post_init__(self) -> None:
         if self.num_epochs < 1 or self.eval_frequency < 1 or self.checkpoint_frequency < 1:

@@ -24,6 +24,12 @@ In training the loss of each segment is backpropagated at its end and the
 entity representations are detached (truncated backpropagation), so memory
 does not grow with the document either.
 
+With ``recent_mentions`` N > 0 each active entity also keeps its N most recent
+mentions as scoring columns (each scored as the baseline scores that antecedent);
+the entity's score is the best of its columns, and the loss marginalises over the
+gold entity's columns. ``entity_representation: false`` scores those mentions
+only: with N covering every mention and no eviction, the baseline's decisions.
+
 With ``batch_per_segment`` all of a segment's kept spans are scored against the
 entities as they were at its start in one pass of the fine FFNN; span by span
 only the entities created or updated in the segment are scored: the same
@@ -58,18 +64,26 @@ BASE_SCORE_CHUNK_ELEMENTS = 2**23
 class EntityMemory:
     """Active entities (representations on the compute device) and evicted ones (mention lists only).
 
-    Within a segment the representations of the entities as they were at its
-    start (``base_*``, detached) are kept apart from those added or updated in
-    it (``fresh_*``, part of the segment's graph); ``consolidate`` merges them
-    at the segment's end. Scoring runs over the columns ``base_ids + fresh_ids``,
-    with base rows that have a fresh version masked.
+    Each scoring column is an entity's representation or, with ``recent_mentions`` M > 0, one
+    of its M most recent mentions (a *slot*: the mention's embedding, projection and score, as
+    the baseline holds an antecedent). Columns have ids: an entity's id, or a slot's, whose
+    ``owner`` is its entity. With ``score_representations`` false the representation columns
+    are held but never scored.
+
+    Within a segment the columns as they were at its start (``base_*``, detached) are kept
+    apart from those added or updated in it (``fresh_*``, part of the segment's graph);
+    ``consolidate`` merges them at the segment's end. Scoring runs over the columns
+    ``base_ids + fresh_ids``, with base rows that have a fresh version (or were dropped)
+    masked.
     """
 
+    recent_mentions: int = 0
+    score_representations: bool = True
     base_embeddings: torch.Tensor | None = None  # [num_base, span_dim]
     base_projections: torch.Tensor | None = None  # [num_base, ffnn]: the pair scorer's candidate part
-    base_priors: torch.Tensor | None = None  # [num_base]: s_m of each entity's most recent mention
+    base_priors: torch.Tensor | None = None  # [num_base]: s_m of the column's (most recent) mention
     base_ids: list[int] = field(default_factory=list)
-    superseded: set[int] = field(default_factory=set)  # base rows with a fresh version
+    superseded: set[int] = field(default_factory=set)  # base rows with a fresh version, or dropped
     fresh_ids: list[int] = field(default_factory=list)
     fresh_embeddings: list[torch.Tensor] = field(default_factory=list)  # each [span_dim]
     fresh_projections: list[torch.Tensor] = field(default_factory=list)  # each [ffnn]
@@ -79,16 +93,32 @@ class EntityMemory:
     active: set[int] = field(default_factory=set)
     evicted: list[int] = field(default_factory=list)
     max_active: int = 0
+    owner: dict[int, int] = field(default_factory=dict)  # slot id -> its entity's id (active slots only)
+    slot_span: dict[int, Span] = field(default_factory=dict)  # slot id -> its mention
+    slots: dict[int, list[int]] = field(default_factory=dict)  # active entity id -> its slot ids, oldest first
+    next_id: int = 0
+    changed: list[int] = field(default_factory=list)  # the columns the last ``add`` or ``update`` created or changed
+    dropped: list[int] = field(default_factory=list)  # base slots dropped in this segment (gone at its end)
+    base_representations: list[int] = field(default_factory=list)  # base rows holding a representation (not a slot)
 
     def __len__(self) -> int:
         return len(self.active)
 
     def columns(self) -> list[int]:
-        """Entity id of each scoring column (base rows first, superseded ones included)."""
+        """Column id of each scoring column (base rows first, superseded ones included)."""
         return self.base_ids + self.fresh_ids
 
+    def entity_of(self, column_id: int) -> int:
+        """The entity a column scores: a slot's owner, or the entity itself."""
+        return self.owner.get(column_id, column_id)
+
+    def anchor_start(self, column_id: int) -> int:
+        """Where the distance feature is measured from: a slot's mention, an entity's most recent one."""
+        span = self.slot_span.get(column_id)
+        return span[0] if span is not None else self.mentions[column_id][-1][0]
+
     def fresh_tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
-        """The fresh entities' embeddings ``[num_fresh, D]``, projections ``[num_fresh, ffnn]``, priors ``[num_fresh]``.
+        """The fresh columns' embeddings ``[num_fresh, D]``, projections ``[num_fresh, ffnn]``, priors ``[num_fresh]``.
 
         None when there are none.
         """
@@ -96,74 +126,171 @@ class EntityMemory:
             return None
         return torch.stack(self.fresh_embeddings), torch.stack(self.fresh_projections), torch.stack(self.fresh_priors)
 
+    def _set_base_ids(self, base_ids: list[int]) -> None:
+        self.base_ids = base_ids
+        self.base_representations = [row for row, column_id in enumerate(base_ids) if column_id not in self.owner]
+
+    def masked_columns(self, num_columns: int) -> list[int]:
+        """The first ``num_columns`` columns that are not scored: superseded base rows and, with
+        ``score_representations`` false, representations."""
+        rows = set(self.superseded)
+        if not self.score_representations:
+            rows.update(self.base_representations)
+            num_base = len(self.base_ids)
+            fresh = self.fresh_ids[: max(0, num_columns - num_base)]
+            rows.update(num_base + position for position, column_id in enumerate(fresh) if column_id not in self.owner)
+        return sorted(rows)
+
     def mask_superseded(self, scores: torch.Tensor) -> torch.Tensor:
-        """``scores`` over the base rows or all the columns (base rows first), superseded base rows -inf."""
-        if not self.superseded:
+        """``scores`` over the base rows or all the columns (last dimension), unscored columns -inf."""
+        rows = self.masked_columns(scores.shape[-1])
+        if not rows:
             return scores
-        rows = torch.tensor(sorted(self.superseded), device=scores.device)
-        return scores.index_fill(0, rows, float("-inf"))
+        return scores.index_fill(-1, torch.tensor(rows, device=scores.device), float("-inf"))
+
+    def scored_columns(self, entity_ids: Sequence[int]) -> list[int]:
+        """The scored columns of the entities ``entity_ids``, entity by entity in that order."""
+        masked = set(self.masked_columns(len(self.base_ids) + len(self.fresh_ids)))
+        by_entity: dict[int, list[int]] = {}
+        for column, column_id in enumerate(self.columns()):
+            if column not in masked:
+                by_entity.setdefault(self.entity_of(column_id), []).append(column)
+        return [column for entity_id in entity_ids for column in by_entity.get(entity_id, [])]
+
+    def _column(self, column_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The current embedding ``[span_dim]``, projection ``[ffnn]`` and prior of an active column."""
+        if column_id in self.fresh_ids:
+            position = self.fresh_ids.index(column_id)
+            return self.fresh_embeddings[position], self.fresh_projections[position], self.fresh_priors[position]
+        row = self.base_ids.index(column_id)
+        return self.base_embeddings[row], self.base_projections[row], self.base_priors[row]
 
     def embedding(self, entity_id: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The current representation of an active entity and its projection: ``[span_dim]``, ``[ffnn]``."""
-        if entity_id in self.fresh_ids:
-            position = self.fresh_ids.index(entity_id)
-            return self.fresh_embeddings[position], self.fresh_projections[position]
-        row = self.base_ids.index(entity_id)
-        return self.base_embeddings[row], self.base_projections[row]
+        return self._column(entity_id)[:2]
 
-    def add(self, embedding: torch.Tensor, projection: torch.Tensor, span: Span, prior: torch.Tensor) -> int:
-        """A new entity of one mention (``prior``: that mention's score); its id."""
-        entity_id = len(self.mentions)
-        self.fresh_ids.append(entity_id)
+    def _set_fresh(
+        self, column_id: int, embedding: torch.Tensor, projection: torch.Tensor, prior: torch.Tensor
+    ) -> None:
+        """Give a column a fresh version (a new column, or a base row superseded)."""
+        if column_id in self.fresh_ids:
+            position = self.fresh_ids.index(column_id)
+            self.fresh_embeddings[position] = embedding
+            self.fresh_projections[position] = projection
+            self.fresh_priors[position] = prior
+            return
+        if column_id in self.base_ids:
+            self.superseded.add(self.base_ids.index(column_id))
+        self.fresh_ids.append(column_id)
         self.fresh_embeddings.append(embedding)
         self.fresh_projections.append(projection)
         self.fresh_priors.append(prior)
+
+    def _add_slot(
+        self, entity_id: int, span: Span, embedding: torch.Tensor, projection: torch.Tensor, prior: torch.Tensor
+    ) -> list[int]:
+        """A slot for one of the entity's mentions; the oldest slots beyond ``recent_mentions`` go.
+
+        Returns ``[the new slot's id]``.
+        """
+        slot_id = self.next_id
+        self.next_id += 1
+        self.owner[slot_id] = entity_id
+        self.slot_span[slot_id] = span
+        self.slots.setdefault(entity_id, []).append(slot_id)
+        self._set_fresh(slot_id, embedding, projection, prior)
+        while len(self.slots[entity_id]) > self.recent_mentions:
+            self._drop_slot(self.slots[entity_id].pop(0))
+        return [slot_id]
+
+    def _drop_slot(self, slot_id: int) -> None:
+        """A slot no longer scored; a base row stays (masked) until the segment's end."""
+        if slot_id in self.fresh_ids:
+            position = self.fresh_ids.index(slot_id)
+            for column in (self.fresh_ids, self.fresh_embeddings, self.fresh_projections, self.fresh_priors):
+                del column[position]
+            del self.owner[slot_id], self.slot_span[slot_id]
+        else:
+            self.superseded.add(self.base_ids.index(slot_id))
+            self.dropped.append(slot_id)
+
+    def add(self, embedding: torch.Tensor, projection: torch.Tensor, span: Span, prior: torch.Tensor) -> int:
+        """A new entity of one mention (``prior``: that mention's score); its id.
+
+        ``changed`` then holds the ids of the columns it created, the entity's own first.
+        """
+        entity_id = self.next_id
+        self.next_id += 1
+        self._set_fresh(entity_id, embedding, projection, prior)
         self.mentions[entity_id] = [span]
         self.entity_of_span[span] = entity_id
         self.active.add(entity_id)
         self.max_active = max(self.max_active, len(self.active))
+        created = [entity_id]
+        if self.recent_mentions and not self.score_representations:
+            created += self._add_slot(entity_id, span, embedding, projection, prior)
+        self.changed = created
         return entity_id
 
     def update(
-        self, entity_id: int, embedding: torch.Tensor, projection: torch.Tensor, span: Span, prior: torch.Tensor
+        self,
+        entity_id: int,
+        embedding: torch.Tensor,
+        projection: torch.Tensor,
+        span: Span,
+        prior: torch.Tensor,
+        mention: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> None:
-        """The entity's new representation after ``span`` joined it (``prior``: that mention's score)."""
-        if entity_id in self.fresh_ids:
-            position = self.fresh_ids.index(entity_id)
-            self.fresh_embeddings[position] = embedding
-            self.fresh_projections[position] = projection
-            self.fresh_priors[position] = prior
-        else:
-            self.superseded.add(self.base_ids.index(entity_id))
-            self.fresh_ids.append(entity_id)
-            self.fresh_embeddings.append(embedding)
-            self.fresh_projections.append(projection)
-            self.fresh_priors.append(prior)
+        """The entity's new representation after ``span`` joined it (``prior``: that mention's score).
+
+        ``mention``: the span's own embedding and projection, for its slot (``recent_mentions``).
+        ``changed`` then holds the ids of the columns created or changed. With scored representations an
+        entity of one mention has no slot (its representation is that mention); it gets one
+        for that first mention when a second joins.
+        """
+        changed = []
+        if self.recent_mentions and self.score_representations and len(self.mentions[entity_id]) == 1:
+            first_embedding, first_projection, first_prior = self._column(entity_id)  # not yet updated
+            changed += self._add_slot(
+                entity_id, self.mentions[entity_id][0], first_embedding, first_projection, first_prior
+            )
+        self._set_fresh(entity_id, embedding, projection, prior)
+        changed.append(entity_id)
         self.mentions[entity_id].append(span)
         self.entity_of_span[span] = entity_id
+        if self.recent_mentions:
+            if mention is None:
+                raise ValueError("recent_mentions needs the mention's own embedding and projection")
+            changed += self._add_slot(entity_id, span, *mention, prior)
+        self.changed = [column_id for column_id in changed if column_id in self.fresh_ids]
 
     def consolidate(self) -> None:
-        """Merge the fresh representations into the base ones, detached (the end of a segment)."""
-        if not self.fresh_ids:
+        """Merge the fresh columns into the base ones, detached (the end of a segment)."""
+        if not self.fresh_ids and not self.superseded:
             return
         keep = [row for row in range(len(self.base_ids)) if row not in self.superseded]
-        embeddings = [torch.stack(self.fresh_embeddings).detach()]
-        projections = [torch.stack(self.fresh_projections).detach()]
-        priors = [torch.stack(self.fresh_priors).detach()]
+        embeddings, projections, priors = [], [], []
+        if self.fresh_ids:
+            embeddings.append(torch.stack(self.fresh_embeddings).detach())
+            projections.append(torch.stack(self.fresh_projections).detach())
+            priors.append(torch.stack(self.fresh_priors).detach())
         if keep:
             rows = torch.tensor(keep, dtype=torch.long, device=self.base_embeddings.device)
             embeddings.insert(0, self.base_embeddings.index_select(0, rows))
             projections.insert(0, self.base_projections.index_select(0, rows))
             priors.insert(0, self.base_priors.index_select(0, rows))
-        self.base_embeddings = torch.cat(embeddings)
-        self.base_projections = torch.cat(projections)
-        self.base_priors = torch.cat(priors)
-        self.base_ids = [self.base_ids[row] for row in keep] + self.fresh_ids
+        self.base_embeddings = torch.cat(embeddings) if embeddings else None
+        self.base_projections = torch.cat(projections) if projections else None
+        self.base_priors = torch.cat(priors) if priors else None
+        self._set_base_ids([self.base_ids[row] for row in keep] + self.fresh_ids)
         self.superseded = set()
+        for slot_id in self.dropped:
+            del self.owner[slot_id], self.slot_span[slot_id]
+        self.dropped = []
         self.fresh_ids, self.fresh_embeddings, self.fresh_projections, self.fresh_priors = [], [], [], []
 
     def evict(self, position: int, singleton_distance: int | None, distance: int | None) -> list[int]:
-        """Consolidate, then remove the entities the policy names; return their ids.
+        """Consolidate, then remove the entities the policy names (with their slots); return their ids.
 
         An entity leaves when the midpoint of its most recent mention is more than
         ``distance`` subtokens before ``position`` (as Xia et al. measure it), or more
@@ -173,6 +300,8 @@ class EntityMemory:
         self.consolidate()
         leaving = []
         for entity_id in self.base_ids:
+            if entity_id in self.owner:
+                continue  # a slot leaves with its entity
             start, end = self.mentions[entity_id][-1]
             behind = position - (start + end) / 2
             single = len(self.mentions[entity_id]) == 1
@@ -183,12 +312,15 @@ class EntityMemory:
         if not leaving:
             return []
         gone = set(leaving)
-        keep = [row for row, entity_id in enumerate(self.base_ids) if entity_id not in gone]
+        keep = [row for row, column_id in enumerate(self.base_ids) if self.entity_of(column_id) not in gone]
         rows = torch.tensor(keep, dtype=torch.long, device=self.base_embeddings.device)
         self.base_embeddings = self.base_embeddings.index_select(0, rows) if keep else None
         self.base_projections = self.base_projections.index_select(0, rows) if keep else None
         self.base_priors = self.base_priors.index_select(0, rows) if keep else None
-        self.base_ids = [self.base_ids[row] for row in keep]
+        self._set_base_ids([self.base_ids[row] for row in keep])
+        for entity_id in leaving:
+            for slot_id in self.slots.pop(entity_id, []):
+                del self.owner[slot_id], self.slot_span[slot_id]
         self.active -= gone
         self.evicted.extend(leaving)
         return leaving
@@ -273,20 +405,20 @@ class SegmentLoss:
         self.num_base = len(memory.base_ids)
         self.base = (memory.base_embeddings, memory.base_projections, memory.base_priors)
         self.versions: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (embedding, projection, prior)
-        self.version_of: dict[int, int] = {}  # entity id -> its latest version (a fresh entity)
+        self.version_of: dict[int, int] = {}  # column id -> its latest version (a fresh column)
         self.spans: list[int] = []  # the span's row in the segment's kept spans
         self.options: list[list[int]] = []  # table rows of its finite columns
         self.distances: list[list[int]] = []
         self.gold: list[list[int]] = []  # positions in [new entity] + options
 
-    def new_version(self, memory: EntityMemory, span: Span) -> None:
-        """Record the representation ``memory`` now holds for the entity of ``span``."""
-        entity_id = memory.entity_of_span[span]
-        position = memory.fresh_ids.index(entity_id)
-        self.versions.append(
-            (memory.fresh_embeddings[position], memory.fresh_projections[position], memory.fresh_priors[position])
-        )
-        self.version_of[entity_id] = len(self.versions) - 1
+    def new_versions(self, memory: EntityMemory, column_ids: Sequence[int]) -> None:
+        """Record what ``memory`` now holds for the fresh columns ``column_ids``."""
+        for column_id in column_ids:
+            position = memory.fresh_ids.index(column_id)
+            self.versions.append(
+                (memory.fresh_embeddings[position], memory.fresh_projections[position], memory.fresh_priors[position])
+            )
+            self.version_of[column_id] = len(self.versions) - 1
 
     def record(
         self, memory: EntityMemory, span_row: int, start: int, finite: torch.Tensor, gold_columns: Sequence[int]
@@ -296,11 +428,11 @@ class SegmentLoss:
         num_base = len(memory.base_ids)
         options, distances, position_of = [], [], {}
         for column in torch.nonzero(finite).flatten().tolist():
-            entity_id = columns[column]
-            row = column if column < num_base else self.num_base + self.version_of[entity_id]
+            column_id = columns[column]
+            row = column if column < num_base else self.num_base + self.version_of[column_id]
             position_of[column + 1] = len(options) + 1
             options.append(row)
-            distances.append(abs(start - memory.mentions[entity_id][-1][0]))
+            distances.append(abs(start - memory.anchor_start(column_id)))
         self.spans.append(span_row)
         self.options.append(options)
         self.distances.append(distances)
@@ -458,10 +590,10 @@ class IncrementalCorefModel(nn.Module):
                 )  # [num_base]
             else:  # every base row was scored: no pre-filter, or no more base entities than K
                 scores = base.fine  # [num_base]
-            parts.append(memory.mask_superseded(scores))
+            parts.append(scores)
         if fresh is not None:
             parts.append(self._score_against(*fresh, memory.fresh_ids, *context))  # [num_fresh]
-        return torch.cat(parts)
+        return memory.mask_superseded(torch.cat(parts))
 
     def _score_against(
         self,
@@ -478,7 +610,7 @@ class IncrementalCorefModel(nn.Module):
         weights: tuple[torch.Tensor, ...],
     ) -> torch.Tensor:
         """``pair_scores`` of one mention against the entities ``ids`` (``entities`` ``[E, D]``): ``[E]``."""
-        distances = [[abs(start - memory.mentions[entity_id][-1][0]) for entity_id in ids]]  # from the latest
+        distances = [[abs(start - memory.anchor_start(column_id)) for column_id in ids]]  # from the latest
         distance = torch.tensor(distances, device=mention.device)  # [1, E]
         features = self.pair_scorer.features(None, genre, bucket_distance(distance), torch.zeros_like(distance))
         index = torch.arange(len(ids), device=mention.device).unsqueeze(0)  # [1, E]
@@ -593,7 +725,7 @@ class IncrementalCorefModel(nn.Module):
         device = embeddings.device
         limit = self.config.max_top_entities
         calibrated = self.config.score == "calibrated"
-        latest = torch.tensor([memory.mentions[entity_id][-1][0] for entity_id in memory.base_ids], device=device)
+        latest = torch.tensor([memory.anchor_start(column_id) for column_id in memory.base_ids], device=device)
         distance = (torch.tensor(list(starts), device=device).unsqueeze(1) - latest).abs()  # [k, B]
         bilinear = coarse = None
         if self.uses_coarse:
@@ -601,7 +733,7 @@ class IncrementalCorefModel(nn.Module):
                 bilinear = (sources @ memory.base_embeddings.T).float()  # [k, B]: the coarse term
         if limit is not None:
             with torch.no_grad():
-                coarse = bilinear + memory.base_priors  # [k, B]
+                coarse = memory.mask_superseded(bilinear + memory.base_priors)  # [k, B]: unscored rows -inf
         if limit is None or limit >= num_base:
             index = torch.arange(num_base, device=device).expand(k, num_base)  # [k, B]
         else:
@@ -692,15 +824,14 @@ class IncrementalCorefModel(nn.Module):
                 if self.may_start_entity(mention_scores[index]):
                     memory.add(mention, candidate_projections[index], span, mention_scores[index])
                     if replay is not None:
-                        replay.new_version(memory, span)
+                        replay.new_versions(memory, memory.changed)
                 continue
             columns = memory.columns()
             gold_columns = [0]  # logits columns of the gold options (0: a new entity)
             if train and gold is not None:
                 targets = gold.target_ids(span, memory, config.loss == "all_antecedents")
-                column_of = {entity_id: column for column, entity_id in enumerate(columns) if entity_id in targets}
-                # An updated base entity appears twice; its fresh column (the later one) wins.
-                gold_columns = [column_of[entity_id] + 1 for entity_id in targets] or [0]
+                # Every scored column of the gold entities (an updated base entity's superseded row is not).
+                gold_columns = [column + 1 for column in memory.scored_columns(targets)] or [0]
             source = sources[index] if sources is not None else None
             required = [column - 1 for column in gold_columns if column > 0]  # the pre-filter keeps them
             with torch.set_grad_enabled(torch.is_grad_enabled() and replay is None):
@@ -733,9 +864,9 @@ class IncrementalCorefModel(nn.Module):
                 if self.may_start_entity(mention_scores[index]):
                     memory.add(mention, candidate_projections[index], span, mention_scores[index])
                     if replay is not None:
-                        replay.new_version(memory, span)
+                        replay.new_versions(memory, memory.changed)
             else:
-                entity_id = columns[choice - 1]
+                entity_id = memory.entity_of(columns[choice - 1])
                 entity, projection = memory.embedding(entity_id)  # [D], [ffnn]
                 alpha = self.update_weight(entity, mention, len(memory.mentions[entity_id]))
                 memory.update(
@@ -744,9 +875,10 @@ class IncrementalCorefModel(nn.Module):
                     alpha * projection + (1 - alpha) * candidate_projections[index],
                     span,
                     mention_scores[index],
+                    (mention, candidate_projections[index]),
                 )
                 if replay is not None:
-                    replay.new_version(memory, span)
+                    replay.new_versions(memory, memory.changed)
         if replay is not None and replay.spans:
             loss = replay.loss(self, embeddings, target_projections, sources, mention_scores, genre, weights)
         return loss
@@ -768,7 +900,7 @@ class IncrementalCorefModel(nn.Module):
         for a frozen encoder).
         """
         config = self.config
-        memory = EntityMemory()
+        memory = EntityMemory(config.recent_mentions, config.entity_representation)
         gold = GoldAntecedents(document) if train else None
         lengths = document.attention_mask.sum(dim=1).tolist()  # [num_segments]
         total_loss: float | None = 0.0 if train else None

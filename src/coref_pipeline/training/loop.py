@@ -218,7 +218,8 @@ def train_loop(
     the model when it is the best so far: both on rank 0, as the checkpoints and
     the callbacks; the other ranks wait and take its decisions. With ``ema_decay``,
     rank 0 keeps the weights' moving average (``averaging.WeightAverage``): it is
-    what ``evaluate`` scores and ``save_best`` saves.
+    what ``evaluate`` scores and ``save_best`` saves. With ``eval_on_start`` the starting
+    weights are scored (and may be kept as the best) before the first step.
     """
     engine = engine or Engine(replace(config, devices=1, num_nodes=1))
     rank, world_size = engine.rank, engine.world_size
@@ -302,6 +303,8 @@ def train_loop(
     model.train()
     stop = False
     try:
+        if config.eval_on_start and state.global_step == 0 and state.evaluations == 0:
+            stop = evaluate_and_keep_best()  # the starting weights: a candidate for the best
         while state.epoch < config.num_epochs and not stop:
             order = shard(epoch_order(len(documents), config.seed, state.epoch), rank, world_size)
             while state.position < len(order):

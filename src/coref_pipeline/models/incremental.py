@@ -28,7 +28,8 @@ With ``recent_mentions`` N > 0 each active entity also keeps its N most recent
 mentions as scoring columns (each scored as the baseline scores that antecedent);
 the entity's score is the best of its columns, and the loss marginalises over the
 gold entity's columns. ``entity_representation: false`` scores those mentions
-only: with N covering every mention and no eviction, the baseline's decisions.
+only: with N covering every mention, no eviction and every earlier span among the
+baseline's antecedents, the baseline's decisions (pair features aside).
 
 With ``batch_per_segment`` all of a segment's kept spans are scored against the
 entities as they were at its start in one pass of the fine FFNN; span by span

@@ -646,7 +646,7 @@ def test_without_entity_representations_only_mention_columns_are_scored():
     first = memory.add(torch.zeros(4), torch.zeros(2), (0, 0), torch.tensor(0.0))
     second = memory.add(torch.ones(4), torch.zeros(2), (5, 5), torch.tensor(0.0))
     assert len(memory.columns()) == 4 and len(memory.changed) == 2  # each entity: representation + slot
-    scores = memory.mask_superseded(torch.zeros(4))
+    scores = memory.mask_unscored(torch.zeros(4))
     assert [memory.entity_of(memory.columns()[c]) for c in torch.isfinite(scores).nonzero().flatten()] == [
         first,
         second,

@@ -142,7 +142,7 @@ class EntityMemory:
             rows.update(num_base + position for position, column_id in enumerate(fresh) if column_id not in self.owner)
         return sorted(rows)
 
-    def mask_superseded(self, scores: torch.Tensor) -> torch.Tensor:
+    def mask_unscored(self, scores: torch.Tensor) -> torch.Tensor:
         """``scores`` over the base rows or all the columns (last dimension), unscored columns -inf."""
         rows = self.masked_columns(scores.shape[-1])
         if not rows:
@@ -189,11 +189,8 @@ class EntityMemory:
 
     def _add_slot(
         self, entity_id: int, span: Span, embedding: torch.Tensor, projection: torch.Tensor, prior: torch.Tensor
-    ) -> list[int]:
-        """A slot for one of the entity's mentions; the oldest slots beyond ``recent_mentions`` go.
-
-        Returns ``[the new slot's id]``.
-        """
+    ) -> int:
+        """A slot for one of the entity's mentions (its id); the oldest slots beyond ``recent_mentions`` go."""
         slot_id = self.next_id
         self.next_id += 1
         self.owner[slot_id] = entity_id
@@ -202,7 +199,7 @@ class EntityMemory:
         self._set_fresh(slot_id, embedding, projection, prior)
         while len(self.slots[entity_id]) > self.recent_mentions:
             self._drop_slot(self.slots[entity_id].pop(0))
-        return [slot_id]
+        return slot_id
 
     def _drop_slot(self, slot_id: int) -> None:
         """A slot no longer scored; a base row stays (masked) until the segment's end."""
@@ -229,7 +226,7 @@ class EntityMemory:
         self.max_active = max(self.max_active, len(self.active))
         created = [entity_id]
         if self.recent_mentions and not self.score_representations:
-            created += self._add_slot(entity_id, span, embedding, projection, prior)
+            created.append(self._add_slot(entity_id, span, embedding, projection, prior))
         self.changed = created
         return entity_id
 
@@ -252,8 +249,8 @@ class EntityMemory:
         changed = []
         if self.recent_mentions and self.score_representations and len(self.mentions[entity_id]) == 1:
             first_embedding, first_projection, first_prior = self._column(entity_id)  # not yet updated
-            changed += self._add_slot(
-                entity_id, self.mentions[entity_id][0], first_embedding, first_projection, first_prior
+            changed.append(
+                self._add_slot(entity_id, self.mentions[entity_id][0], first_embedding, first_projection, first_prior)
             )
         self._set_fresh(entity_id, embedding, projection, prior)
         changed.append(entity_id)
@@ -262,7 +259,7 @@ class EntityMemory:
         if self.recent_mentions:
             if mention is None:
                 raise ValueError("recent_mentions needs the mention's own embedding and projection")
-            changed += self._add_slot(entity_id, span, *mention, prior)
+            changed.append(self._add_slot(entity_id, span, *mention, prior))
         self.changed = [column_id for column_id in changed if column_id in self.fresh_ids]
 
     def consolidate(self) -> None:
@@ -560,7 +557,7 @@ class IncrementalCorefModel(nn.Module):
         required: Sequence[int] = (),
         base: BaseScores | None = None,
     ) -> torch.Tensor:
-        """PAIRSCORE(m, e) for every column of ``memory.columns()``, superseded ones -inf: ``[num_columns]``.
+        """PAIRSCORE(m, e) for every column of ``memory.columns()``, unscored ones -inf: ``[num_columns]``.
 
         With ``max_top_entities`` K and more columns than K, only the K columns with the best
         coarse score (and the ``required`` columns: the gold ones in training) go through the
@@ -594,7 +591,7 @@ class IncrementalCorefModel(nn.Module):
             parts.append(scores)
         if fresh is not None:
             parts.append(self._score_against(*fresh, memory.fresh_ids, *context))  # [num_fresh]
-        return memory.mask_superseded(torch.cat(parts))
+        return memory.mask_unscored(torch.cat(parts))
 
     def _score_against(
         self,
@@ -659,7 +656,7 @@ class IncrementalCorefModel(nn.Module):
                 )
             if fresh is not None:
                 coarse.append(self._coarse(fresh[0], fresh[2], mention_source))
-            coarse = memory.mask_superseded(torch.cat(coarse))  # [C]
+            coarse = memory.mask_unscored(torch.cat(coarse))  # [C]
             live = coarse > float("-inf")  # [C]: the columns not superseded
             if required:
                 coarse = coarse.index_fill(0, torch.tensor(list(required), device=coarse.device), float("inf"))
@@ -734,7 +731,7 @@ class IncrementalCorefModel(nn.Module):
                 bilinear = (sources @ memory.base_embeddings.T).float()  # [k, B]: the coarse term
         if limit is not None:
             with torch.no_grad():
-                coarse = memory.mask_superseded(bilinear + memory.base_priors)  # [k, B]: unscored rows -inf
+                coarse = memory.mask_unscored(bilinear + memory.base_priors)  # [k, B]: unscored rows -inf
         if limit is None or limit >= num_base:
             index = torch.arange(num_base, device=device).expand(k, num_base)  # [k, B]
         else:

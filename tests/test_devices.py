@@ -49,6 +49,7 @@ def models() -> dict[str, CorefModel]:
     incremental_config = IncrementalConfig.from_baseline(config, values)
     incremental = IncrementalCorefModel(incremental_config, tiny_encoder(seed=2))
     slots = {"recent_mentions": 2, "entity_representation": False, "max_top_entities": 2}
+    slots |= {"pair_features": "baseline", "mention_loss_coef": 0.5}
     with_slots = IncrementalCorefModel(IncrementalConfig.from_baseline(config, values | slots), tiny_encoder(seed=2))
     return {
         "baseline": baseline,

@@ -14,6 +14,7 @@ from coref_pipeline.models.incremental import (
     EntityMemory,
     GoldAntecedents,
     IncrementalCorefModel,
+    PairFeatures,
     copy_baseline_weights,
 )
 from coref_pipeline.models.spans import bucket_distance
@@ -74,7 +75,7 @@ def test_pair_scores_are_the_fine_ffnn_over_mention_entity_product_and_features(
     memory.consolidate()
     mention = torch.randn(d)
     with torch.no_grad():
-        fast = model.pair_scores(memory, mention, 40, genre=2)
+        fast = model.pair_scores(memory, mention, (40, 40), PairFeatures(2))
         entities = memory.base_embeddings  # [3, D]
         distance = bucket_distance(torch.tensor([40, 33, 10]))
         scorer = model.pair_scorer
@@ -129,9 +130,9 @@ def test_greedy_decisions_on_a_hand_built_case(monkeypatch):
     memory = EntityMemory()
     with torch.no_grad():
         # Two "segments": the second starts from consolidated (base) entities.
-        model.resolve_spans(memory, [0, 2, 5], [0, 3, 5], embeddings[:3], torch.zeros(3), genre=0)
+        model.resolve_spans(memory, [0, 2, 5], [0, 3, 5], embeddings[:3], torch.zeros(3), PairFeatures(0))
         memory.consolidate()
-        model.resolve_spans(memory, [7, 9, 12], [7, 10, 12], embeddings[3:], torch.zeros(3), genre=0)
+        model.resolve_spans(memory, [7, 9, 12], [7, 10, 12], embeddings[3:], torch.zeros(3), PairFeatures(0))
     assert memory.clusters() == [[(0, 0), (5, 5), (12, 12)], [(2, 3), (9, 10)]]
     assert len(memory.mentions) == 3  # a, b, c; c stays a singleton (not in the output)
     # e <- a e + (1 - a) m with a = 0.25: a then a_variant then a.
@@ -143,7 +144,9 @@ def test_greedy_decisions_on_a_hand_built_case(monkeypatch):
     monkeypatch.setattr(high, "pair_scores", cosine_scores)
     memory = EntityMemory()
     with torch.no_grad():
-        high.resolve_spans(memory, [s for s, _ in spans], [e for _, e in spans], embeddings, torch.zeros(6), genre=0)
+        high.resolve_spans(
+            memory, [s for s, _ in spans], [e for _, e in spans], embeddings, torch.zeros(6), PairFeatures(0)
+        )
     assert memory.clusters() == []
 
 
@@ -220,7 +223,9 @@ def test_min_mention_score_keeps_unlikely_spans_from_starting_entities():
         mentions = torch.randn(3, model.span_dim)
         memory = EntityMemory()
         with torch.no_grad():
-            model.resolve_spans(memory, [0, 2, 4], [0, 2, 4], mentions, torch.tensor([1.0, -2.0, -0.5]), genre=0)
+            model.resolve_spans(
+                memory, [0, 2, 4], [0, 2, 4], mentions, torch.tensor([1.0, -2.0, -0.5]), PairFeatures(0)
+            )
         assert len(memory.mentions) == expected_entities
     with pytest.raises(ConfigError, match="'min_mention_score': 'high' is not a number or null"):
         incremental_config(min_mention_score="high")
@@ -233,7 +238,9 @@ def test_min_mention_score_in_training_reads_the_score_without_a_warning():
     memory = EntityMemory()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        model.resolve_spans(memory, [0, 2, 4], [0, 2, 4], torch.randn(3, model.span_dim), mention_scores, genre=0)
+        model.resolve_spans(
+            memory, [0, 2, 4], [0, 2, 4], torch.randn(3, model.span_dim), mention_scores, PairFeatures(0)
+        )
     assert len(memory.mentions) == 1
 
 
@@ -307,14 +314,89 @@ def test_training_backpropagates_per_segment_and_detaches():
     assert output.memory.base_embeddings is None or not output.memory.base_embeddings.requires_grad
 
 
-def test_a_one_mention_entity_scores_as_the_baseline_scores_that_antecedent():
+def test_baseline_pair_features_are_the_baselines_for_the_anchor_as_antecedent():
+    """pair_features: baseline gives each (span, anchor) pair the baseline's phi for that antecedent:
+    same speaker, distance in kept spans and segment distance (clamped), across segments."""
+    torch.manual_seed(0)
+    config = tiny_config(max_training_sentences=2)
+    baseline = BaselineCorefModel(config, tiny_encoder()).eval()
+    model = IncrementalCorefModel(
+        IncrementalConfig.from_baseline(config.to_dict(), {"pair_features": "baseline"}), tiny_encoder()
+    ).eval()
+    copy_baseline_weights(model, baseline.state_dict())
+    document = tiny_tensors(make_document(num_segments=4, seed=3), config)
+    starts, ends = document.candidate_spans(config.max_span_width, False, slice(0, document.num_tokens))
+    kept = torch.arange(0, starts.shape[0], 3)  # every third candidate: the "kept spans", in order
+    spans = list(zip(starts[kept].tolist(), ends[kept].tolist(), strict=True))
+    k = len(spans)
+    antecedents = torch.tensor([[max(0, i - 1 - c * 7) for c in range(6)] for i in range(k)])  # [k, 6], far back too
+    with torch.no_grad():
+        expected = baseline.pair_features(
+            antecedents, starts[kept], document.speaker_ids, document.segment_of_token, document.genre
+        )  # [k, 6, F]
+        features = PairFeatures.of_document(document, model.config)
+        features.rank_of_span.update((span, rank) for rank, span in enumerate(spans))
+        located = features.locate(spans, torch.device("cpu"))  # [k, 2]
+        found = features(model.pair_scorer, located, located[antecedents])
+    torch.testing.assert_close(found, expected, rtol=0, atol=0)
+    segments = document.segment_of_token[starts[kept]]
+    assert int((segments.unsqueeze(1) - segments[antecedents]).max()) >= 2  # the clamp at 1 is exercised
+    assert len(set(document.speaker_ids[starts[kept]].tolist())) > 1
+    paper = PairFeatures(document.genre)
+    with torch.no_grad():
+        differs = paper(model.pair_scorer, paper.locate(spans, torch.device("cpu")), located[antecedents])
+    assert not torch.equal(differs, expected)  # the paper's features are another thing
+
+
+def segment_losses(model: IncrementalCorefModel, document) -> list[float]:
+    return [float(loss.detach()) for loss in model.training_losses(document) if not loss.backward()]
+
+
+def test_mention_loss_coef_adds_the_weighted_mention_loss_of_every_segments_candidates():
+    document = tiny_tensors(make_document(num_segments=3, seed=2), incremental_config())
+    losses = {}
+    for coef in (0.0, 0.5):
+        torch.manual_seed(0)
+        model = IncrementalCorefModel(incremental_config(mention_loss_coef=coef), tiny_encoder(seed=4)).train()
+        losses[coef] = segment_losses(model, document)
+        mention_grad = model.span_scorer.mention_scores.output.weight.grad
+    # The mention loss of each segment, computed here from the span scorer and the gold spans.
+    gold = set(zip(document.gold_starts.tolist(), document.gold_ends.tolist(), strict=True))
+    expected, offset = [], 0
+    with torch.no_grad():
+        for index, length in enumerate(document.attention_mask.sum(dim=1).tolist()):
+            hidden = model.encode_segment(document, index)
+            starts, ends = document.candidate_spans(
+                model.config.max_span_width, model.config.word_boundary_spans, slice(offset, offset + length)
+            )
+            scores = model.span_scorer.score_candidates(
+                hidden, starts, ends, model.span_scorer.width_features(starts, ends)
+            )
+            labels = torch.tensor(
+                [(s + offset, e + offset) in gold for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+            )
+            assert labels.any() and not labels.all()
+            expected.append(float(torch.nn.functional.softplus(torch.where(labels, -scores, scores)).sum()))
+            offset += length
+    assert len(losses[0.0]) == len(losses[0.5]) == len(expected)
+    for without, with_mentions, mentions in zip(losses[0.0], losses[0.5], expected, strict=True):
+        assert with_mentions == pytest.approx(without + 0.5 * mentions, rel=1e-5)
+    assert mention_grad is not None and mention_grad.abs().sum() > 0
+    with pytest.raises(ConfigError, match="mention_loss_coef must be 0 or more"):
+        incremental_config(mention_loss_coef=-0.1)
+
+
+@pytest.mark.parametrize("pair_features", ["paper", "baseline"])
+def test_a_one_mention_entity_scores_as_the_baseline_scores_that_antecedent(pair_features):
     """score: calibrated = PAIRSCORE + s_m(m) + s_m(e's mention) + coarse: the baseline's antecedent score.
 
-    The pair features are off: the incremental model's (no speaker, distance in subtokens,
-    segment distance 0) differ from the baseline's by design. ``coref_depth`` 1: no refinement.
+    With ``pair_features: paper`` the pair features are off: the paper's (no speaker, distance in
+    subtokens, segment distance 0) differ from the baseline's by design; ``baseline`` computes the
+    baseline's, and they are on. ``coref_depth`` 1: no refinement.
     """
     torch.manual_seed(0)
-    sizes = dict(use_metadata=False, use_features=False, use_segment_distance=False, use_prior=False)
+    on = pair_features == "baseline"
+    sizes = dict(use_metadata=on, use_features=on, use_segment_distance=on, use_prior=False)
     baseline_config = tiny_config(coref_depth=1, top_span_ratio=0.8, **sizes)
     baseline = BaselineCorefModel(baseline_config, tiny_encoder(seed=3)).eval()
     document = tiny_tensors(make_document(num_segments=1), baseline_config)
@@ -323,7 +405,8 @@ def test_a_one_mention_entity_scores_as_the_baseline_scores_that_antecedent():
     forms = {}
     for score in ("paper", "calibrated"):
         config = IncrementalConfig.from_baseline(
-            baseline_config, {"dropout_rate": 0.0, "score": score, "top_span_ratio": 0.8}
+            baseline_config,
+            {"dropout_rate": 0.0, "score": score, "top_span_ratio": 0.8, "pair_features": pair_features},
         )
         model = IncrementalCorefModel(config, tiny_encoder(seed=4)).eval()
         copy_baseline_weights(model, baseline.state_dict())
@@ -331,10 +414,15 @@ def test_a_one_mention_entity_scores_as_the_baseline_scores_that_antecedent():
     model = forms["calibrated"]
     with torch.no_grad():
         hidden = model.encode_segment(document, 0)
-        starts, ends, embeddings, mention_scores = model.segment_spans(document, hidden, 0)
+        starts, ends, embeddings, mention_scores, _ = model.segment_spans(document, hidden, 0)
     # One segment: the same kept spans, embeddings and mention scores as the baseline's.
     assert torch.equal(starts, output.top_span_starts) and torch.equal(ends, output.top_span_ends)
     torch.testing.assert_close(embeddings, output.top_span_emb)
+    spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
+    features = PairFeatures.of_document(document, model.config)
+    features.rank_of_span.update((span, rank) for rank, span in enumerate(spans))
+    if on:  # the features vary: speakers, distances
+        assert len(set(document.speaker_ids.tolist())) > 1
     compared = 0
     for i in range(1, starts.shape[0]):
         valid = output.top_antecedent_mask[i]
@@ -348,8 +436,8 @@ def test_a_one_mention_entity_scores_as_the_baseline_scores_that_antecedent():
             if consolidated:
                 memory.consolidate()
             with torch.no_grad():
-                calibrated = model.pair_scores(memory, embeddings[i], int(starts[i]), document.genre)
-                paper = forms["paper"].pair_scores(memory, embeddings[i], int(starts[i]), document.genre)
+                calibrated = model.pair_scores(memory, embeddings[i], spans[i], features)
+                paper = forms["paper"].pair_scores(memory, embeddings[i], spans[i], features)
             torch.testing.assert_close(calibrated + mention_scores[i], expected, rtol=1e-5, atol=1e-5)
             # The paper's form lacks exactly the entity's mention score and the coarse term.
             coarse = embeddings[antecedents] @ model.src_projection(embeddings[i])
@@ -367,7 +455,7 @@ def test_calibrated_entities_carry_their_most_recent_mentions_score():
         mentions = torch.ones(2, d)
         memory = EntityMemory()
         with torch.no_grad():
-            model.resolve_spans(memory, [0, 4], [0, 4], mentions, torch.tensor([3.0, 7.0]), genre=0)
+            model.resolve_spans(memory, [0, 4], [0, 4], mentions, torch.tensor([3.0, 7.0]), PairFeatures(0))
         memory.consolidate()
         assert memory.base_priors.tolist() == expected
 
@@ -398,7 +486,9 @@ def test_the_entity_prefilter_scores_the_top_k_by_coarse_score_exactly(score):
     def scores_with(limit, required=()):
         model.config = replace(model.config, max_top_entities=limit)
         with torch.no_grad():
-            return model.pair_scores(memory, mention, 1000, 0, mention_source=source, required=required)
+            return model.pair_scores(
+                memory, mention, (1000, 1000), PairFeatures(0), mention_source=source, required=required
+            )
 
     reference = scores_with(None)
     # K = the number of live entities (fewer than the columns): the pre-filter runs, every entity is scored.
@@ -487,10 +577,17 @@ class ScoringLog:
         monkeypatch.setattr(model, "_score_against", logged_score_against)
 
 
-MENTION_SLOTS = [dict(), dict(recent_mentions=2), dict(recent_mentions=2, entity_representation=False)]
+MENTION_SLOTS = [
+    dict(),
+    dict(recent_mentions=2),
+    dict(recent_mentions=2, entity_representation=False),
+    dict(recent_mentions=2, pair_features="baseline"),
+]
 
 
-@pytest.mark.parametrize("slots", MENTION_SLOTS, ids=["representation", "and_2_mentions", "2_mentions"])
+@pytest.mark.parametrize(
+    "slots", MENTION_SLOTS, ids=["representation", "and_2_mentions", "2_mentions", "baseline_features"]
+)
 @pytest.mark.parametrize("limit", [None, 2])
 @pytest.mark.parametrize("score", ["paper", "calibrated"])
 def test_batch_per_segment_makes_the_same_decisions(monkeypatch, score, limit, slots):
@@ -523,6 +620,8 @@ def test_batch_per_segment_makes_the_same_decisions(monkeypatch, score, limit, s
         dict(score="calibrated", max_top_entities=2, negative_sample_rate=0.5, loss="all_antecedents"),
         dict(score="calibrated", recent_mentions=2),
         dict(score="calibrated", max_top_entities=3, recent_mentions=2, entity_representation=False),
+        dict(score="calibrated", max_top_entities=3, recent_mentions=2, pair_features="baseline"),
+        dict(score="calibrated", recent_mentions=2, entity_representation=False, mention_loss_coef=0.5),
     ],
 )
 def test_batch_per_segment_gives_the_same_training_losses_and_gradients(monkeypatch, overrides):
@@ -628,7 +727,7 @@ def test_recent_mentions_are_kept_as_scoring_columns_of_their_entity():
     slots = memory.slots[entity_id]
     assert [memory.slot_span[slot] for slot in slots] == [(20, 20), (30, 30)]
     assert [memory.entity_of(slot) for slot in slots] == [entity_id, entity_id]
-    assert [memory.anchor_start(slot) for slot in slots] == [20, 30] and memory.anchor_start(entity_id) == 30
+    assert [memory.anchor(slot) for slot in slots] == [(20, 20), (30, 30)] and memory.anchor(entity_id) == (30, 30)
     memory.consolidate()
     assert sorted(memory.base_ids) == sorted([entity_id, *slots])  # dropped slots left at the consolidation
     rows = {column_id: row for row, column_id in enumerate(memory.base_ids)}
@@ -658,10 +757,14 @@ def test_without_entity_representations_only_mention_columns_are_scored():
         incremental_config(recent_mentions=-1)
 
 
-def test_entities_scored_by_all_their_mentions_make_the_baselines_decisions():
+@pytest.mark.parametrize("pair_features", ["paper", "baseline"])
+def test_entities_scored_by_all_their_mentions_make_the_baselines_decisions(pair_features):
     """recent_mentions covering every mention, no representation, no eviction: each entity scores as the best
-    of its mentions as the baseline's antecedents, so the greedy decisions are the baseline's clusters."""
-    sizes = dict(use_metadata=False, use_features=False, use_segment_distance=False, use_prior=False)
+    of its mentions as the baseline's antecedents, so the greedy decisions are the baseline's clusters.
+
+    The pair features are off with the paper's (they differ by design) and on with the baseline's."""
+    on = pair_features == "baseline"
+    sizes = dict(use_metadata=on, use_features=on, use_segment_distance=on, use_prior=False)
     baseline_config = tiny_config(
         coref_depth=1, top_span_ratio=0.8, max_top_antecedents=200, max_segment_len=48, **sizes
     )  # every earlier span is an antecedent
@@ -670,6 +773,7 @@ def test_entities_scored_by_all_their_mentions_make_the_baselines_decisions():
         torch.manual_seed(seed)
         baseline = BaselineCorefModel(baseline_config, tiny_encoder(seed=3 + seed)).eval()
         values = dict(dropout_rate=0.0, top_span_ratio=0.8, recent_mentions=100, entity_representation=False)
+        values |= dict(pair_features=pair_features)
         values |= dict(evict_distance=None, evict_singleton_distance=None)
         model = IncrementalCorefModel(IncrementalConfig.from_baseline(baseline_config, values), tiny_encoder(seed=9))
         copy_baseline_weights(model, baseline.state_dict())
@@ -679,7 +783,7 @@ def test_entities_scored_by_all_their_mentions_make_the_baselines_decisions():
         with torch.no_grad():
             for parameter in model.span_scorer.mention_scores.parameters():
                 parameter.copy_(torch.randn(parameter.shape, generator=generator) * 0.3)
-            model.span_scorer.mention_scores.output.bias.fill_(-4.0)
+            model.span_scorer.mention_scores.output.bias.fill_(-1.0 if on else -4.0)
         baseline.load_state_dict(model.state_dict(), strict=False)
         document = tiny_tensors(make_document(num_segments=1, seed=seed, seg_len=48), baseline_config)
         with torch.no_grad():

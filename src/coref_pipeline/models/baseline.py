@@ -19,7 +19,7 @@ from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.layers import Dropout, init_weights
 from coref_pipeline.models.scorers import NUM_DISTANCE_BUCKETS, PairScorer, SpanScorer, compute_dtype
-from coref_pipeline.models.spans import bucket_distance, prune_spans
+from coref_pipeline.models.spans import bucket_distance, gold_mention_loss, prune_spans
 
 
 @dataclass
@@ -237,12 +237,13 @@ class BaselineCorefModel(nn.Module):
 
 def mention_loss(output: CorefOutput, document: DocumentTensors) -> torch.Tensor:
     """Summed binary cross-entropy of every candidate's mention score against being a gold mention (fp32)."""
-    starts, ends = output.candidate_starts, output.candidate_ends
-    is_gold = BaselineCorefModel.span_cluster_ids(
-        starts, ends, document.gold_starts, document.gold_ends, torch.ones_like(document.gold_starts)
-    )  # [num_candidates], 1 for a gold mention
-    scores = output.candidate_mention_scores.float()
-    return torch.nn.functional.binary_cross_entropy_with_logits(scores, is_gold.float(), reduction="sum")
+    return gold_mention_loss(
+        output.candidate_starts,
+        output.candidate_ends,
+        output.candidate_mention_scores,
+        document.gold_starts,
+        document.gold_ends,
+    )
 
 
 def antecedent_loss(

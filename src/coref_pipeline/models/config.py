@@ -38,9 +38,11 @@ STRATEGIES = ("auto", "ddp")
 
 
 def _check_span_selection(config: BaselineConfig | IncrementalConfig) -> None:
-    """The checks of the two keys each model has its own value of."""
+    """The checks of the keys each model has its own value of."""
     _check_range("top_span_ratio", config.top_span_ratio, 0.0, 1.0, low_open=True)
     _check_range("dropout_rate", config.dropout_rate, 0.0, 0.999999)
+    if config.mention_loss_coef < 0:
+        raise ConfigError(f"mention_loss_coef must be 0 or more, got {config.mention_loss_coef}")
 
 
 def _check_range(name: str, value: float, low: float, high: float, low_open: bool = False) -> None:
@@ -135,8 +137,6 @@ class BaselineConfig(SpanModelConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_span_selection(self)
-        if self.mention_loss_coef < 0:
-            raise ConfigError(f"mention_loss_coef must be 0 or more, got {self.mention_loss_coef}")
         if self.coref_depth < 1:
             raise ConfigError(f"coref_depth must be at least 1, got {self.coref_depth}")
         if self.max_top_antecedents < 1:
@@ -148,6 +148,10 @@ LOSSES = ("latest_antecedent", "all_antecedents")
 # "paper": PAIRSCORE(m, e) + s_m(m). "calibrated": also the terms the baseline's antecedent score has,
 # s_m of the entity's most recent mention and the coarse bilinear (W g_m + b) . e.
 INCREMENTAL_SCORES = ("paper", "calibrated")
+# "paper": the distance in subtokens from the column's mention, no speaker, segment distance 0. "baseline":
+# the baseline's features with the column's mention as the antecedent (distance in kept spans, same speaker,
+# segment distance).
+PAIR_FEATURES = ("paper", "baseline")
 
 
 @dataclass(frozen=True)
@@ -180,8 +184,11 @@ class IncrementalConfig(SpanModelConfig):
     finetune_encoder: bool = False
     loss: str = "latest_antecedent"  # or "all_antecedents"
     score: str = "calibrated"  # or "paper" (INCREMENTAL_SCORES; calibrated starts and ends higher: README)
+    pair_features: str = "paper"  # or "baseline" (PAIR_FEATURES)
     negative_sample_rate: float = 1.0  # share of non-gold spans that enter training
     teacher_forcing_rate: float = 0.0  # share of training decisions replaced by the gold one
+    # The baseline's auxiliary mention loss (BaselineConfig), over each segment's candidates; 0: the paper's loss.
+    mention_loss_coef: float = 0.0
     dropout_rate: float = 0.4
 
     def __post_init__(self) -> None:
@@ -195,6 +202,8 @@ class IncrementalConfig(SpanModelConfig):
             raise ConfigError(f"loss must be one of {list(LOSSES)}, got {self.loss!r}")
         if self.score not in INCREMENTAL_SCORES:
             raise ConfigError(f"score must be one of {list(INCREMENTAL_SCORES)}, got {self.score!r}")
+        if self.pair_features not in PAIR_FEATURES:
+            raise ConfigError(f"pair_features must be one of {list(PAIR_FEATURES)}, got {self.pair_features!r}")
         for name in ("negative_sample_rate", "teacher_forcing_rate"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")

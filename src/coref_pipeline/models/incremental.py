@@ -15,7 +15,9 @@ as the baseline scores that antecedent.
 PAIRSCORE is the baseline's fine FFNN with the mention in the target slot and
 the entity in the candidate slot (as the authors' code), the speaker feature
 replaced by zeros, the segment distance fixed at 0 and the distance bucket
-measured in subtokens from the entity's most recent mention. The argmax
+measured in subtokens from the entity's most recent mention
+(``pair_features: paper``); ``pair_features: baseline`` computes the baseline's
+features with that mention as the antecedent (``PairFeatures``). The argmax
 decides, for good: a new entity, or an update ``e <- a e + (1 - a) m``. After
 each segment, entities whose most recent mention is far behind leave the active
 list (their mentions are kept for the output only).
@@ -28,8 +30,11 @@ With ``recent_mentions`` N > 0 each active entity also keeps its N most recent
 mentions as scoring columns (each scored as the baseline scores that antecedent);
 the entity's score is the best of its columns, and the loss marginalises over the
 gold entity's columns. ``entity_representation: false`` scores those mentions
-only: with N covering every mention, no eviction and every earlier span among the
-baseline's antecedents, the baseline's decisions (pair features aside).
+only: with N covering every mention, no eviction, every earlier span among the
+baseline's antecedents and ``pair_features: baseline``, the baseline's decisions.
+
+``mention_loss_coef`` adds the baseline's auxiliary mention loss over each
+segment's candidate spans to the training loss.
 
 With ``batch_per_segment`` all of a segment's kept spans are scored against the
 entities as they were at its start in one pass of the fine FFNN; span by span
@@ -51,7 +56,7 @@ from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.layers import FFNN
 from coref_pipeline.models.scorers import PairScorer, SpanScorer
-from coref_pipeline.models.spans import bucket_distance, prune_spans
+from coref_pipeline.models.spans import bucket_distance, gold_mention_loss, prune_spans
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +64,54 @@ Span = tuple[int, int]
 # Most elements of one fine-FFNN input when a segment's spans are scored together (batch_per_segment):
 # 2**23 floats, 32 MB in fp32, per chunk of spans.
 BASE_SCORE_CHUNK_ELEMENTS = 2**23
+
+
+@dataclass
+class PairFeatures:
+    """The pair features of one document's spans against scoring columns (``pair_features``).
+
+    Each column is measured from its anchor mention (``EntityMemory.anchor``). ``paper``: the
+    distance bucket of the subtokens between the two starts, the speaker slot zeros and the
+    segment distance 0. ``baseline`` (``speaker_ids`` given): what the baseline computes with the
+    anchor as the antecedent: the distance in kept spans (``rank_of_span``, filled as the
+    document's spans are kept), same speaker, and the segment distance up to ``max_segment_distance``.
+    """
+
+    genre: int
+    speaker_ids: torch.Tensor | None = None  # [num_subtokens]; None: the paper's features
+    segment_of_token: torch.Tensor | None = None  # [num_subtokens]
+    max_segment_distance: int = 0
+    rank_of_span: dict[Span, int] = field(default_factory=dict)
+
+    @classmethod
+    def of_document(cls, document: DocumentTensors, config: IncrementalConfig) -> PairFeatures:
+        if config.pair_features == "paper":
+            return cls(document.genre)
+        return cls(document.genre, document.speaker_ids, document.segment_of_token, config.max_training_sentences - 1)
+
+    def positions(self, spans: Sequence[Span]) -> list[tuple[int, int]]:
+        """Each span's start and the position its distance counts from: its start, or its rank."""
+        if self.speaker_ids is None:
+            return [(start, start) for start, _ in spans]
+        return [(span[0], self.rank_of_span[span]) for span in spans]
+
+    def locate(self, spans: Sequence[Span], device: torch.device) -> torch.Tensor:
+        """``positions`` as a tensor: ``[len(spans), 2]``."""
+        return torch.tensor(self.positions(spans), dtype=torch.long, device=device).reshape(-1, 2)
+
+    def __call__(self, scorer: PairScorer, spans: torch.Tensor, anchors: torch.Tensor) -> torch.Tensor | None:
+        """phi for ``spans`` ``[k, 2]`` against ``anchors`` ``[k or 1, C, 2]`` (both from ``locate``): ``[k, C, F]``."""
+        spans, anchors = torch.broadcast_tensors(spans.unsqueeze(1), anchors)  # [k, C, 2] each
+        starts, anchor_starts = spans[..., 0], anchors[..., 0]  # [k, C]
+        if self.speaker_ids is None:
+            distance = (starts - anchor_starts).abs()  # [k, C]
+            return scorer.features(None, self.genre, bucket_distance(distance), torch.zeros_like(distance))
+        same_speaker = self.speaker_ids[starts] == self.speaker_ids[anchor_starts]  # [k, C]
+        segment_distance = (self.segment_of_token[starts] - self.segment_of_token[anchor_starts]).clamp(
+            0, self.max_segment_distance
+        )  # [k, C]
+        distance = (spans[..., 1] - anchors[..., 1]).clamp(min=0)  # [k, C]: kept spans between them
+        return scorer.features(same_speaker, self.genre, bucket_distance(distance), segment_distance)
 
 
 @dataclass
@@ -113,10 +166,10 @@ class EntityMemory:
         """The entity a column scores: a slot's owner, or the entity itself."""
         return self.owner.get(column_id, column_id)
 
-    def anchor_start(self, column_id: int) -> int:
-        """Where the distance feature is measured from: a slot's mention, an entity's most recent one."""
+    def anchor(self, column_id: int) -> Span:
+        """The mention a column's pair features are measured from: a slot's own, an entity's most recent one."""
         span = self.slot_span.get(column_id)
-        return span[0] if span is not None else self.mentions[column_id][-1][0]
+        return span if span is not None else self.mentions[column_id][-1]
 
     def fresh_tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
         """The fresh columns' embeddings ``[num_fresh, D]``, projections ``[num_fresh, ffnn]``, priors ``[num_fresh]``.
@@ -406,7 +459,8 @@ class SegmentLoss:
         self.version_of: dict[int, int] = {}  # column id -> its latest version (a fresh column)
         self.spans: list[int] = []  # the span's row in the segment's kept spans
         self.options: list[list[int]] = []  # table rows of its finite columns
-        self.distances: list[list[int]] = []
+        self.located: list[tuple[int, int]] = []  # the span's PairFeatures.positions
+        self.anchors: list[list[tuple[int, int]]] = []  # each option's anchor's
         self.gold: list[list[int]] = []  # positions in [new entity] + options
 
     def new_versions(self, memory: EntityMemory, column_ids: Sequence[int]) -> None:
@@ -419,21 +473,28 @@ class SegmentLoss:
             self.version_of[column_id] = len(self.versions) - 1
 
     def record(
-        self, memory: EntityMemory, span_row: int, start: int, finite: torch.Tensor, gold_columns: Sequence[int]
+        self,
+        memory: EntityMemory,
+        span_row: int,
+        span: Span,
+        finite: torch.Tensor,
+        gold_columns: Sequence[int],
+        features: PairFeatures,
     ) -> None:
         """One span's options (``finite``: ``[columns]`` over ``memory.columns()``) and its gold logits columns."""
         columns = memory.columns()
         num_base = len(memory.base_ids)
-        options, distances, position_of = [], [], {}
+        options, anchors, position_of = [], [], {}
         for column in torch.nonzero(finite).flatten().tolist():
             column_id = columns[column]
             row = column if column < num_base else self.num_base + self.version_of[column_id]
             position_of[column + 1] = len(options) + 1
             options.append(row)
-            distances.append(abs(start - memory.anchor_start(column_id)))
+            anchors.append(memory.anchor(column_id))
         self.spans.append(span_row)
         self.options.append(options)
-        self.distances.append(distances)
+        self.located.extend(features.positions([span]))
+        self.anchors.append(features.positions(anchors))
         self.gold.append([position_of[column] if column else 0 for column in gold_columns])  # gold options are finite
 
     def loss(
@@ -443,7 +504,7 @@ class SegmentLoss:
         target_projections: torch.Tensor,
         sources: torch.Tensor | None,
         mention_scores: torch.Tensor,
-        genre: int,
+        features: PairFeatures,
         weights: tuple[torch.Tensor, ...],
     ) -> torch.Tensor:
         """The summed loss of the recorded spans, in one pass: a scalar in the segment's graph."""
@@ -456,22 +517,22 @@ class SegmentLoss:
         n, width = len(self.spans), max(1, max(len(options) for options in self.options))
         cpu = torch.device("cpu")  # built on the host, whatever the default device, then moved
         index = torch.zeros(n, width, dtype=torch.long, device=cpu)  # [n, C]
-        distance = torch.zeros(n, width, dtype=torch.long, device=cpu)  # [n, C]
+        anchors = torch.zeros(n, width, 2, dtype=torch.long, device=cpu)  # [n, C, 2]: PairFeatures.positions
         valid = torch.zeros(n, width, dtype=torch.bool, device=cpu)  # [n, C]
         gold = torch.zeros(n, width + 1, dtype=torch.bool, device=cpu)  # [n, 1 + C]: 0 = a new entity
-        for row, (options, distances, golds) in enumerate(zip(self.options, self.distances, self.gold, strict=True)):
+        for row, (options, located, golds) in enumerate(zip(self.options, self.anchors, self.gold, strict=True)):
             index[row, : len(options)] = torch.tensor(options, dtype=torch.long, device=cpu)
-            distance[row, : len(options)] = torch.tensor(distances, dtype=torch.long, device=cpu)
+            anchors[row, : len(options)] = torch.tensor(located, dtype=torch.long, device=cpu).reshape(-1, 2)
             valid[row, : len(options)] = True
             gold[row, golds] = True
-        index, distance, valid, gold = (tensor.to(device) for tensor in (index, distance, valid, gold))
+        located = torch.tensor(self.located, dtype=torch.long, device=cpu)  # [n, 2]
+        index, anchors, valid, gold, located = (t.to(device) for t in (index, anchors, valid, gold, located))
         rows = torch.tensor(self.spans, device=device)  # [n]
-        features = model.pair_scorer.features(None, genre, bucket_distance(distance), torch.zeros_like(distance))
         scores = model.pair_scorer.scores(
             embeddings[rows],
             entities,
             index,
-            features,
+            features(model.pair_scorer, located, anchors),
             candidate_projection=projections,
             parts=weights,
             target_projection=target_projections[rows],
@@ -529,28 +590,34 @@ class IncrementalCorefModel(nn.Module):
             return self.encoder(ids, mask)
 
     def segment_spans(
-        self, document: DocumentTensors, hidden: torch.Tensor, offset: int
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Kept spans of one segment: local starts, ends ``[k]``, embeddings ``[k, D]``, mention scores ``[k]``."""
+        self, document: DocumentTensors, hidden: torch.Tensor, offset: int, train: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Kept spans of one segment: local starts, ends ``[k]``, embeddings ``[k, D]``, mention scores ``[k]``,
+        and with ``train`` and ``mention_loss_coef`` the weighted mention loss of all its candidates (else None)."""
         length = hidden.shape[0]
         window = slice(offset, offset + length)
         starts, ends = document.candidate_spans(self.config.max_span_width, self.config.word_boundary_spans, window)
         if starts.numel() == 0:
             empty = torch.zeros(0, dtype=torch.long, device=hidden.device)
-            return empty, empty, hidden.new_zeros(0, self.span_dim), hidden.new_zeros(0)
+            return empty, empty, hidden.new_zeros(0, self.span_dim), hidden.new_zeros(0), None
         width_features = self.span_scorer.width_features(starts, ends)  # [candidates, F]
         scores = self.span_scorer.score_candidates(hidden, starts, ends, width_features)  # [candidates]
+        mention_loss = None
+        if train and self.config.mention_loss_coef:
+            mention_loss = self.config.mention_loss_coef * gold_mention_loss(
+                starts + offset, ends + offset, scores, document.gold_starts, document.gold_ends
+            )
         k = max(1, min(int(length * self.config.top_span_ratio), starts.shape[0]))
         kept = prune_spans(scores, starts, ends, k)  # [k], sorted by (start, end)
         embeddings = self.span_scorer.span_embeddings(hidden, starts[kept], ends[kept], width_features[kept])
-        return starts[kept], ends[kept], embeddings, scores[kept]
+        return starts[kept], ends[kept], embeddings, scores[kept], mention_loss
 
     def pair_scores(
         self,
         memory: EntityMemory,
         mention: torch.Tensor,
-        start: int,
-        genre: int,
+        span: Span,
+        features: PairFeatures,
         weights: tuple[torch.Tensor, ...] | None = None,
         mention_projection: torch.Tensor | None = None,
         mention_source: torch.Tensor | None = None,
@@ -575,7 +642,7 @@ class IncrementalCorefModel(nn.Module):
             mention_projection = self.pair_scorer.project_targets(mention[None], weights)[0]
         if self.uses_coarse and mention_source is None:
             mention_source = self.src_projection(mention)
-        context = (memory, mention, mention_projection, mention_source, start, genre, weights)
+        context = (memory, mention, mention_projection, mention_source, span, features, weights)
         limit = self.config.max_top_entities
         fresh = memory.fresh_tensors()  # [num_fresh, D], [num_fresh, ffnn], [num_fresh]
         if limit is not None and len(memory.base_ids) + len(memory.fresh_ids) > limit:
@@ -603,20 +670,19 @@ class IncrementalCorefModel(nn.Module):
         mention: torch.Tensor,
         mention_projection: torch.Tensor,
         mention_source: torch.Tensor | None,
-        start: int,
-        genre: int,
+        span: Span,
+        features: PairFeatures,
         weights: tuple[torch.Tensor, ...],
     ) -> torch.Tensor:
         """``pair_scores`` of one mention against the entities ``ids`` (``entities`` ``[E, D]``): ``[E]``."""
-        distances = [[abs(start - memory.anchor_start(column_id)) for column_id in ids]]  # from the latest
-        distance = torch.tensor(distances, device=mention.device)  # [1, E]
-        features = self.pair_scorer.features(None, genre, bucket_distance(distance), torch.zeros_like(distance))
-        index = torch.arange(len(ids), device=mention.device).unsqueeze(0)  # [1, E]
+        device = mention.device
+        anchors = features.locate([memory.anchor(column_id) for column_id in ids], device).unsqueeze(0)  # [1, E, 2]
+        index = torch.arange(len(ids), device=device).unsqueeze(0)  # [1, E]
         scores = self.pair_scorer.scores(
             mention.unsqueeze(0),
             entities,
             index,
-            features,
+            features(self.pair_scorer, features.locate([span], device), anchors),
             candidate_projection=projections,
             parts=weights,
             target_projection=mention_projection.unsqueeze(0),
@@ -705,11 +771,11 @@ class IncrementalCorefModel(nn.Module):
     def base_scores(
         self,
         memory: EntityMemory,
-        starts: Sequence[int],
+        spans: Sequence[Span],
         embeddings: torch.Tensor,
         target_projections: torch.Tensor,
         sources: torch.Tensor | None,
-        genre: int,
+        features: PairFeatures,
         weights: tuple[torch.Tensor, ...],
     ) -> list[BaseScores]:
         """Each of a segment's spans against the entities at its start (``memory.base_*``), in one pass.
@@ -719,12 +785,12 @@ class IncrementalCorefModel(nn.Module):
         coarse score. ``embeddings``, ``target_projections``, ``sources``: the spans' ``[k, .]``.
         In training the scores are part of the segment's graph.
         """
-        k, num_base = len(starts), len(memory.base_ids)
+        k, num_base = len(spans), len(memory.base_ids)
         device = embeddings.device
         limit = self.config.max_top_entities
         calibrated = self.config.score == "calibrated"
-        latest = torch.tensor([memory.anchor_start(column_id) for column_id in memory.base_ids], device=device)
-        distance = (torch.tensor(list(starts), device=device).unsqueeze(1) - latest).abs()  # [k, B]
+        anchors = features.locate([memory.anchor(column_id) for column_id in memory.base_ids], device)  # [B, 2]
+        anchors = anchors.unsqueeze(0).expand(k, num_base, 2)  # [k, B, 2]
         bilinear = coarse = None
         if self.uses_coarse:
             with torch.set_grad_enabled(torch.is_grad_enabled() and calibrated):
@@ -736,8 +802,8 @@ class IncrementalCorefModel(nn.Module):
             index = torch.arange(num_base, device=device).expand(k, num_base)  # [k, B]
         else:
             index = torch.topk(coarse, limit, dim=1).indices  # [k, K]
-            distance = distance.gather(1, index)  # [k, K]
-        features = self.pair_scorer.features(None, genre, bucket_distance(distance), torch.zeros_like(distance))
+            anchors = anchors.gather(1, index.unsqueeze(2).expand(-1, -1, 2))  # [k, K, 2]
+        phi = features(self.pair_scorer, features.locate(spans, device), anchors)  # [k, B or K, F]
         # In chunks of spans: the fine FFNN's [spans, B, ffnn] input stays within BASE_SCORE_CHUNK_ELEMENTS,
         # so inference memory does not grow with the number of active entities times the spans.
         width = index.shape[1] * (self.span_dim + self.config.ffnn_size)
@@ -748,7 +814,7 @@ class IncrementalCorefModel(nn.Module):
                     embeddings[first : first + step],
                     memory.base_embeddings,
                     index[first : first + step],
-                    features[first : first + step] if features is not None else None,
+                    phi[first : first + step] if phi is not None else None,
                     candidate_projection=memory.base_projections,
                     parts=weights,
                     target_projection=target_projections[first : first + step],
@@ -789,7 +855,7 @@ class IncrementalCorefModel(nn.Module):
         ends: Sequence[int],
         embeddings: torch.Tensor,
         mention_scores: torch.Tensor,
-        genre: int,
+        features: PairFeatures,
         gold: GoldAntecedents | None = None,
         train: bool = False,
     ) -> torch.Tensor | None:
@@ -810,7 +876,8 @@ class IncrementalCorefModel(nn.Module):
         base = None  # each span's scores against the entities at the segment's start
         if config.batch_per_segment and memory.base_ids and len(starts):
             with torch.set_grad_enabled(torch.is_grad_enabled() and replay is None):
-                base = self.base_scores(memory, starts, embeddings, target_projections, sources, genre, weights)
+                spans = list(zip(starts, ends, strict=True))
+                base = self.base_scores(memory, spans, embeddings, target_projections, sources, features, weights)
         loss = None
         for index, span in enumerate(zip(starts, ends, strict=True)):
             is_gold = gold is not None and gold.is_gold(span)
@@ -836,8 +903,8 @@ class IncrementalCorefModel(nn.Module):
                 scores = self.pair_scores(
                     memory,
                     mention,
-                    span[0],
-                    genre,
+                    span,
+                    features,
                     weights,
                     target_projections[index],
                     source,
@@ -849,7 +916,7 @@ class IncrementalCorefModel(nn.Module):
             choice = int(logits.detach().argmax())
             if train and gold is not None:
                 if replay is not None:
-                    replay.record(memory, index, span[0], torch.isfinite(scores), gold_columns)
+                    replay.record(memory, index, span, torch.isfinite(scores), gold_columns, features)
                 else:
                     span_loss = torch.logsumexp(logits, 0) - torch.logsumexp(logits[gold_columns], 0)
                     loss = span_loss if loss is None else loss + span_loss
@@ -878,7 +945,7 @@ class IncrementalCorefModel(nn.Module):
                 if replay is not None:
                     replay.new_versions(memory, memory.changed)
         if replay is not None and replay.spans:
-            loss = replay.loss(self, embeddings, target_projections, sources, mention_scores, genre, weights)
+            loss = replay.loss(self, embeddings, target_projections, sources, mention_scores, features, weights)
         return loss
 
     # ---------------------------------------------------------------- forward
@@ -900,19 +967,26 @@ class IncrementalCorefModel(nn.Module):
         config = self.config
         memory = EntityMemory(config.recent_mentions, config.entity_representation)
         gold = GoldAntecedents(document) if train else None
+        features = PairFeatures.of_document(document, config)
         lengths = document.attention_mask.sum(dim=1).tolist()  # [num_segments]
         total_loss: float | None = 0.0 if train else None
         kept_spans: list[Span] = []
         offset = 0
         for index, length in enumerate(lengths):
             hidden = segment_hidden(index) if segment_hidden is not None else self.encode_segment(document, index)
-            starts, ends, embeddings, mention_scores = self.segment_spans(document, hidden, offset)  # [k] each
+            starts, ends, embeddings, mention_scores, mention_loss = self.segment_spans(
+                document, hidden, offset, train
+            )  # [k] each
             global_starts = (starts + offset).tolist()
             global_ends = (ends + offset).tolist()
-            kept_spans.extend(zip(global_starts, global_ends, strict=True))
+            for span in zip(global_starts, global_ends, strict=True):
+                features.rank_of_span[span] = len(kept_spans)
+                kept_spans.append(span)
             loss = self.resolve_spans(
-                memory, global_starts, global_ends, embeddings, mention_scores, document.genre, gold, train
+                memory, global_starts, global_ends, embeddings, mention_scores, features, gold, train
             )
+            if mention_loss is not None:
+                loss = mention_loss if loss is None else loss + mention_loss
             if loss is not None:
                 if loss.requires_grad:
                     yield loss

@@ -74,6 +74,32 @@ def prune_spans(scores: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, 
     return torch.tensor([index for _, _, index in kept], dtype=torch.long, device=scores.device)
 
 
+def is_gold_mention(
+    starts: torch.Tensor, ends: torch.Tensor, gold_starts: torch.Tensor, gold_ends: torch.Tensor
+) -> torch.Tensor:
+    """For each span, whether it is a gold mention (exact boundaries): ``[spans]`` bool."""
+    if gold_starts.numel() == 0:
+        return torch.zeros_like(starts, dtype=torch.bool)
+    same = (starts.unsqueeze(1) == gold_starts.unsqueeze(0)) & (ends.unsqueeze(1) == gold_ends.unsqueeze(0))
+    return same.any(dim=1)
+
+
+def gold_mention_loss(
+    starts: torch.Tensor,
+    ends: torch.Tensor,
+    mention_scores: torch.Tensor,
+    gold_starts: torch.Tensor,
+    gold_ends: torch.Tensor,
+) -> torch.Tensor:
+    """Summed binary cross-entropy of candidate spans' mention scores against being a gold mention (fp32).
+
+    The auxiliary mention loss of ``mention_loss_coef`` (coref-hoi's, over every candidate; singletons
+    are gold mentions). Spans and gold mentions in the same offsets.
+    """
+    labels = is_gold_mention(starts, ends, gold_starts, gold_ends).float()  # [spans]
+    return nn_functional.binary_cross_entropy_with_logits(mention_scores.float(), labels, reduction="sum")
+
+
 def spans_cross(a: tuple[int, int], b: tuple[int, int]) -> bool:
     """True if the spans overlap without one containing the other."""
     (s1, e1), (s2, e2) = sorted([a, b])

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+import coref_pipeline.models.incremental as incremental_module
 from coref_pipeline.models.baseline import BaselineCorefModel, predicted_clusters
 from coref_pipeline.models.config import ConfigError, IncrementalConfig
 from coref_pipeline.models.incremental import (
@@ -556,7 +557,9 @@ class ScoringLog:
         self.index_rows: list[int] = []  # rows of the index of each PairScorer.scores call
         self.on_demand = 0  # per-span fine calls that include a base entity not superseded (batched path)
         self.superseded = 0  # pair_scores calls with a superseded base row
+        self.own_looked_up = 0  # fresh mention columns whose score came from base_scores (its own spans)
         pair_scores, scores, score_against = model.pair_scores, model.pair_scorer.scores, model._score_against
+        own_columns = model._own_columns
 
         def logged_pair_scores(memory, *args, **kwargs):
             found = pair_scores(memory, *args, **kwargs)
@@ -572,7 +575,13 @@ class ScoringLog:
             self.on_demand += any(e in memory.base_ids and e not in memory.fresh_ids for e in ids)
             return score_against(entities, projections, priors, ids, memory, *args)
 
+        def logged_own_columns(*args):
+            found = own_columns(*args)
+            self.own_looked_up += found[0].numel()
+            return found
+
         monkeypatch.setattr(model, "pair_scores", logged_pair_scores)
+        monkeypatch.setattr(model, "_own_columns", logged_own_columns)
         monkeypatch.setattr(model.pair_scorer, "scores", logged_scores)
         monkeypatch.setattr(model, "_score_against", logged_score_against)
 
@@ -588,9 +597,11 @@ MENTION_SLOTS = [
 @pytest.mark.parametrize(
     "slots", MENTION_SLOTS, ids=["representation", "and_2_mentions", "2_mentions", "baseline_features"]
 )
+@pytest.mark.parametrize("margin", [0.0, incremental_module.PREFILTER_MARGIN], ids=["no_margin", "margin"])
 @pytest.mark.parametrize("limit", [None, 2])
 @pytest.mark.parametrize("score", ["paper", "calibrated"])
-def test_batch_per_segment_makes_the_same_decisions(monkeypatch, score, limit, slots):
+def test_batch_per_segment_makes_the_same_decisions(monkeypatch, score, limit, slots, margin):
+    monkeypatch.setattr(incremental_module, "PREFILTER_MARGIN", margin)
     document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
     outputs, logs = {}, {}
     for batch in (True, False):
@@ -608,8 +619,11 @@ def test_batch_per_segment_makes_the_same_decisions(monkeypatch, score, limit, s
     assert len(logs[True].logits) == len(logs[False].logits) > 20
     for found, expected in zip(logs[True].logits, logs[False].logits, strict=True):
         torch.testing.assert_close(found, expected, rtol=1e-5, atol=1e-5)  # -inf in the same columns
-    if limit is not None and not slots:  # some chosen base columns were not among the span's precomputed K
+    if limit is not None and not slots and not margin:  # some chosen base columns were not among the precomputed K
         assert logs[True].on_demand > 0
+    # Mention columns only: the segment's own spans' slots were scored in its batched pass.
+    own = limit is not None and slots.get("entity_representation") is False
+    assert (logs[True].own_looked_up > 0) == own and logs[False].own_looked_up == 0
 
 
 @pytest.mark.parametrize(
@@ -667,8 +681,7 @@ def test_batch_per_segment_scores_the_base_entities_once_per_segment(monkeypatch
 
 def test_batch_per_segment_in_chunks_of_spans_makes_the_same_decisions(monkeypatch):
     """With a tiny chunk limit the segment's spans go through the fine FFNN a few at a time: same results."""
-    import coref_pipeline.models.incremental as incremental
-
+    incremental = incremental_module
     document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
     outputs, logs, default = {}, {}, incremental.BASE_SCORE_CHUNK_ELEMENTS
     for chunk in (default, 1):

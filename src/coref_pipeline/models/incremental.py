@@ -45,6 +45,7 @@ decisions as scoring every span on its own.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -64,6 +65,9 @@ Span = tuple[int, int]
 # Most elements of one fine-FFNN input when a segment's spans are scored together (batch_per_segment):
 # 2**23 floats, 32 MB in fp32, per chunk of spans.
 BASE_SCORE_CHUNK_ELEMENTS = 2**23
+# base_scores scores each span's K (max_top_entities) best columns and this share more: columns leave the
+# running during the segment (superseded, dropped slots), and the next in line are then already scored.
+PREFILTER_MARGIN = 0.1
 
 
 @dataclass
@@ -390,11 +394,21 @@ class BaseScores:
     where ``known``; with the pre-filter and more base entities than ``max_top_entities`` only
     the span's best base rows by coarse score were computed (``known``), the others are scored
     on demand when chosen.
+
+    With mention columns only (``entity_representation: false``) and the pre-filter, each of
+    the segment's spans will be a mention column once processed, with its own embedding: the
+    pre-filter's K then ranks the base rows and the segment's earlier spans together, and
+    ``own_fine`` holds the span's score against those earlier spans (rows of ``own_rows``) that
+    made its K, for the slots they become.
     """
 
     fine: torch.Tensor  # [B]
     known: torch.Tensor | None  # [B] bool; None: every row
     coarse: torch.Tensor | None  # [B]: the pre-filter's ranking score (no grad); None without the pre-filter
+    own_fine: torch.Tensor | None = None  # [k]: against the segment's spans (valid for earlier ones, where own_known)
+    own_known: torch.Tensor | None = None  # [k] bool; None: every earlier span
+    own_coarse: torch.Tensor | None = None  # [k]: the pre-filter's ranking score of the segment's spans
+    own_rows: dict[Span, int] | None = None  # the segment's spans -> their row (shared by its spans)
 
 
 @dataclass
@@ -644,8 +658,11 @@ class IncrementalCorefModel(nn.Module):
             mention_source = self.src_projection(mention)
         context = (memory, mention, mention_projection, mention_source, span, features, weights)
         limit = self.config.max_top_entities
+        num_columns = len(memory.base_ids) + len(memory.fresh_ids)
+        if limit is not None and base is not None and base.own_fine is not None:  # fresh columns stacked if needed
+            return self._prefiltered_scores(memory, None, context, min(limit, num_columns), required, base)
         fresh = memory.fresh_tensors()  # [num_fresh, D], [num_fresh, ffnn], [num_fresh]
-        if limit is not None and len(memory.base_ids) + len(memory.fresh_ids) > limit:
+        if limit is not None and num_columns > limit:
             return self._prefiltered_scores(memory, fresh, context, limit, required, base)
         parts = []
         if memory.base_ids:
@@ -707,8 +724,10 @@ class IncrementalCorefModel(nn.Module):
     ) -> torch.Tensor:
         """``pair_scores`` through the coarse pre-filter: the fine FFNN on ``limit`` columns (+ ``required``).
 
-        ``fresh``: ``memory.fresh_tensors()``. With ``base`` the chosen base rows it holds take
-        their score from it; the other chosen columns go through the fine FFNN here.
+        ``fresh``: ``memory.fresh_tensors()`` (None: stacked here if a fresh column needs the fine FFNN).
+        With ``base`` the chosen base rows it holds take their score from it, and so do the fresh
+        slots of the segment's own spans (``BaseScores.own_fine``, with their coarse score); the
+        other chosen columns go through the fine FFNN here.
         """
         mention_source = context[3]
         num_base = len(memory.base_ids)
@@ -720,8 +739,12 @@ class IncrementalCorefModel(nn.Module):
                     if base is None
                     else base.coarse
                 )
-            if fresh is not None:
-                coarse.append(self._coarse(fresh[0], fresh[2], mention_source))
+            if memory.fresh_ids:
+                if base is not None and base.own_coarse is not None:
+                    coarse.append(self._own_coarse(memory, base))
+                else:
+                    fresh = fresh if fresh is not None else memory.fresh_tensors()
+                    coarse.append(self._coarse(fresh[0], fresh[2], mention_source))
             coarse = memory.mask_unscored(torch.cat(coarse))  # [C]
             live = coarse > float("-inf")  # [C]: the columns not superseded
             if required:
@@ -737,13 +760,58 @@ class IncrementalCorefModel(nn.Module):
                 if base.known is not None:  # the others are scored on demand
                     held = base.known[looked_up]
                     looked_up, chosen = looked_up[held], torch.cat([looked_up[~held], chosen])
+            own = self._own_columns(memory, chosen, base) if base is not None and base.own_fine is not None else None
+            if own is not None:  # fresh slots of this segment's spans, scored at its start
+                chosen = chosen[~own[2]]
         scores = coarse.new_full(coarse.shape, float("-inf"))  # [C]
         if chosen.numel():
+            if fresh is None and bool((chosen >= num_base).any()):
+                fresh = memory.fresh_tensors()
             fine = self._score_against(*self._columns(memory, fresh, chosen), *context)  # [chosen]
             scores = scores.index_copy(0, chosen, fine)
         if looked_up.numel():
             scores = scores.index_copy(0, looked_up, base.fine[looked_up])
+        if own is not None and own[0].numel():
+            scores = scores.index_copy(0, own[0], base.own_fine[own[1]])
         return scores
+
+    @staticmethod
+    def _own_coarse(memory: EntityMemory, base: BaseScores) -> torch.Tensor:
+        """The coarse score of each fresh column from ``base_scores``: ``[num_fresh]``.
+
+        With mention columns only every fresh slot is one of the segment's own spans; the fresh
+        representations are not scored (-inf here, masked anyway).
+        """
+        rows = [base.own_rows.get(memory.slot_span.get(column_id), -1) for column_id in memory.fresh_ids]
+        index = torch.tensor(rows, dtype=torch.long, device=base.own_coarse.device)  # [num_fresh]
+        return base.own_coarse[index.clamp(min=0)].masked_fill(index < 0, float("-inf"))
+
+    @staticmethod
+    def _own_columns(
+        memory: EntityMemory, chosen: torch.Tensor, base: BaseScores
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Which ``chosen`` columns are slots of the segment's spans that ``base`` scored: their columns,
+        their rows in the segment, and a mask over ``chosen``."""
+        num_base = len(memory.base_ids)
+        known = base.own_known.tolist() if base.own_known is not None else None
+        columns, rows, mask = [], [], []
+        for column in chosen.tolist():
+            row = None
+            if column >= num_base:
+                span = memory.slot_span.get(memory.fresh_ids[column - num_base])
+                row = base.own_rows.get(span) if span is not None else None
+                if row is not None and known is not None and not known[row]:
+                    row = None
+            mask.append(row is not None)
+            if row is not None:
+                columns.append(column)
+                rows.append(row)
+        device = chosen.device
+        return (
+            torch.tensor(columns, dtype=torch.long, device=device),
+            torch.tensor(rows, dtype=torch.long, device=device),
+            torch.tensor(mask, dtype=torch.bool, device=device),
+        )
 
     @staticmethod
     def _columns(
@@ -774,7 +842,9 @@ class IncrementalCorefModel(nn.Module):
         spans: Sequence[Span],
         embeddings: torch.Tensor,
         target_projections: torch.Tensor,
+        candidate_projections: torch.Tensor,
         sources: torch.Tensor | None,
+        mention_scores: torch.Tensor,
         features: PairFeatures,
         weights: tuple[torch.Tensor, ...],
     ) -> list[BaseScores]:
@@ -782,29 +852,49 @@ class IncrementalCorefModel(nn.Module):
 
         The same values as ``pair_scores`` gives against the base rows before any is superseded:
         every ``[k, B]`` pair, or with ``max_top_entities`` K below B each span's K best rows by
-        coarse score. ``embeddings``, ``target_projections``, ``sources``: the spans' ``[k, .]``.
-        In training the scores are part of the segment's graph.
+        coarse score. With mention columns only and K, the segment's earlier spans (the slots they
+        will be) compete for the K with the base rows (``BaseScores.own_fine``).
+        ``embeddings``, ``target_projections``, ``candidate_projections``, ``sources``,
+        ``mention_scores``: the spans' ``[k, .]``. In training the scores are part of the segment's graph.
         """
         k, num_base = len(spans), len(memory.base_ids)
         device = embeddings.device
         limit = self.config.max_top_entities
         calibrated = self.config.score == "calibrated"
-        anchors = features.locate([memory.anchor(column_id) for column_id in memory.base_ids], device)  # [B, 2]
-        anchors = anchors.unsqueeze(0).expand(k, num_base, 2)  # [k, B, 2]
+        own = self.scores_own_spans
+        located = features.locate(spans, device)  # [k, 2]
+        tables = [[], [], [], []]  # embeddings, projections, priors, anchors of the candidate rows
+        if num_base:
+            base_anchors = features.locate([memory.anchor(column_id) for column_id in memory.base_ids], device)
+            for table, part in zip(
+                tables, (memory.base_embeddings, memory.base_projections, memory.base_priors, base_anchors), strict=True
+            ):
+                table.append(part)
+        if own:  # the segment's spans as the mention columns they become
+            for table, part in zip(tables, (embeddings, candidate_projections, mention_scores, located), strict=True):
+                table.append(part)
+        candidates, projections, priors, anchors = (torch.cat(table) for table in tables)  # [T, .], T = B (+ k)
+        total = candidates.shape[0]
+        anchors = anchors.unsqueeze(0).expand(k, total, 2)  # [k, T, 2]
         bilinear = coarse = None
         if self.uses_coarse:
             with torch.set_grad_enabled(torch.is_grad_enabled() and calibrated):
-                bilinear = (sources @ memory.base_embeddings.T).float()  # [k, B]: the coarse term
+                bilinear = (sources @ candidates.T).float()  # [k, T]: the coarse term
         if limit is not None:
             with torch.no_grad():
-                coarse = memory.mask_unscored(bilinear + memory.base_priors)  # [k, B]: unscored rows -inf
-        if limit is None or limit >= num_base:
-            index = torch.arange(num_base, device=device).expand(k, num_base)  # [k, B]
+                coarse = memory.mask_unscored(bilinear[:, :num_base] + memory.base_priors) if num_base else None
+                if own:  # a span's own and later spans are no columns yet: -inf
+                    earlier = torch.ones(k, k, dtype=torch.bool, device=device).tril(-1)  # [k, k]: j < i
+                    own_coarse = (bilinear[:, num_base:] + mention_scores.float()).masked_fill(~earlier, float("-inf"))
+                    coarse = own_coarse if coarse is None else torch.cat([coarse, own_coarse], dim=1)  # [k, T]
+        scored = None if limit is None else limit + math.ceil(limit * PREFILTER_MARGIN)
+        if scored is None or scored >= total:
+            index = torch.arange(total, device=device).expand(k, total)  # [k, T]
         else:
-            index = torch.topk(coarse, limit, dim=1).indices  # [k, K]
+            index = torch.topk(coarse, scored, dim=1).indices  # [k, K + margin]
             anchors = anchors.gather(1, index.unsqueeze(2).expand(-1, -1, 2))  # [k, K, 2]
-        phi = features(self.pair_scorer, features.locate(spans, device), anchors)  # [k, B or K, F]
-        # In chunks of spans: the fine FFNN's [spans, B, ffnn] input stays within BASE_SCORE_CHUNK_ELEMENTS,
+        phi = features(self.pair_scorer, located, anchors)  # [k, T or K, F]
+        # In chunks of spans: the fine FFNN's [spans, T, ffnn] input stays within BASE_SCORE_CHUNK_ELEMENTS,
         # so inference memory does not grow with the number of active entities times the spans.
         width = index.shape[1] * (self.span_dim + self.config.ffnn_size)
         step = max(1, BASE_SCORE_CHUNK_ELEMENTS // max(1, width))
@@ -812,27 +902,45 @@ class IncrementalCorefModel(nn.Module):
             [
                 self.pair_scorer.scores(
                     embeddings[first : first + step],
-                    memory.base_embeddings,
+                    candidates,
                     index[first : first + step],
                     phi[first : first + step] if phi is not None else None,
-                    candidate_projection=memory.base_projections,
+                    candidate_projection=projections,
                     parts=weights,
                     target_projection=target_projections[first : first + step],
                 )
                 for first in range(0, k, step)
             ]
-        )  # [k, B] or [k, K]
+        )  # [k, T] or [k, K]
         if calibrated:  # as _score_against adds them
-            fine = fine + memory.base_priors[index] + bilinear.gather(1, index)
+            fine = fine + priors[index] + bilinear.gather(1, index)
         known = None
-        if index.shape[1] < num_base:  # spread into [k, B]; the rows not computed stay -inf
-            fine = fine.new_full((k, num_base), float("-inf")).scatter(1, index, fine)
-            known = torch.zeros(k, num_base, dtype=torch.bool, device=device).scatter(1, index, True)
-        # unbind: one backward node for all the rows (indexing row by row would add a [k, B] gradient each).
-        rows = fine.unbind(0)
-        known_rows = known.unbind(0) if known is not None else [None] * k
-        coarse_rows = coarse.unbind(0) if coarse is not None else [None] * k
-        return [BaseScores(*row) for row in zip(rows, known_rows, coarse_rows, strict=True)]
+        if index.shape[1] < total:  # spread into [k, T]; the rows not computed stay -inf
+            fine = fine.new_full((k, total), float("-inf")).scatter(1, index, fine)
+            known = torch.zeros(k, total, dtype=torch.bool, device=device).scatter(1, index, True)
+        # unbind: one backward node for all the rows (indexing row by row would add a [k, T] gradient each).
+        rows = fine[:, :num_base].unbind(0)
+        known_rows = known[:, :num_base].unbind(0) if known is not None else [None] * k
+        coarse_rows = coarse[:, :num_base].unbind(0) if coarse is not None else [None] * k
+        if not own:
+            return [BaseScores(*row) for row in zip(rows, known_rows, coarse_rows, strict=True)]
+        own_rows = {span: row for row, span in enumerate(spans)}
+        own_fine = fine[:, num_base:].unbind(0)
+        own_known = known[:, num_base:].unbind(0) if known is not None else [None] * k
+        own_coarse = coarse[:, num_base:].unbind(0)
+        return [
+            BaseScores(*row, own_fine=own_scores, own_known=own_held, own_coarse=own_ranks, own_rows=own_rows)
+            for *row, own_scores, own_held, own_ranks in zip(
+                rows, known_rows, coarse_rows, own_fine, own_known, own_coarse, strict=True
+            )
+        ]
+
+    @property
+    def scores_own_spans(self) -> bool:
+        """Whether ``base_scores`` also scores a segment's spans against its earlier ones: with mention columns
+        only (fixed once made) and the pre-filter, whose K they compete for."""
+        config = self.config
+        return config.max_top_entities is not None and config.recent_mentions > 0 and not config.entity_representation
 
     def update_weight(self, entity: torch.Tensor, mention: torch.Tensor, size: int) -> torch.Tensor | float:
         """UPDATE's ``a`` in ``e <- a e + (1 - a) m``: ``sigmoid(FFNN([e; m]))``, or ``size / (size + 1)`` (mean).
@@ -874,10 +982,19 @@ class IncrementalCorefModel(nn.Module):
         sources = self.src_projection(embeddings) if self.uses_coarse else None  # [k, D]
         replay = SegmentLoss(memory) if train and gold is not None and config.batch_per_segment else None
         base = None  # each span's scores against the entities at the segment's start
-        if config.batch_per_segment and memory.base_ids and len(starts):
+        if config.batch_per_segment and (memory.base_ids or self.scores_own_spans) and len(starts):
             with torch.set_grad_enabled(torch.is_grad_enabled() and replay is None):
-                spans = list(zip(starts, ends, strict=True))
-                base = self.base_scores(memory, spans, embeddings, target_projections, sources, features, weights)
+                base = self.base_scores(
+                    memory,
+                    list(zip(starts, ends, strict=True)),
+                    embeddings,
+                    target_projections,
+                    candidate_projections,
+                    sources,
+                    mention_scores,
+                    features,
+                    weights,
+                )
         loss = None
         for index, span in enumerate(zip(starts, ends, strict=True)):
             is_gold = gold is not None and gold.is_gold(span)

@@ -2,6 +2,8 @@
 
 Run: python benchmarks/incremental.py [--minutes 45] [--baseline-dir DIR] [--set key=value ...]
      python benchmarks/incremental.py --init-only   (dev F1 of each score form right after initialisation)
+     python benchmarks/incremental.py --score-only DIR   (a trained incremental model against its baseline on
+                                                          test, in a fresh process: F1 and inference time)
 
 1. Segments LitBank fold 0 (../shared/corpora/litbank) at the baseline's segment length.
 2. Initialises the incremental model from the baseline benchmark's best model
@@ -14,6 +16,10 @@ Run: python benchmarks/incremental.py [--minutes 45] [--baseline-dir DIR] [--set
    inference seconds per document.
 
 Figures go to stdout and to ``data/benchmarks/incremental_litbank/results.json``.
+
+The inference times of step 3 are measured in the process that trained, whose state slows
+both models (the incremental one more: it allocates many small tensors). ``--score-only`` times
+both on test in a fresh process, alternating them for ``--rounds`` rounds: the ratio to quote.
 """
 
 from __future__ import annotations
@@ -70,6 +76,35 @@ def initial_dev_f1(args: argparse.Namespace, model_values: dict, training_values
         )
 
 
+def score_only(args: argparse.Namespace) -> None:
+    """Both models on test in this (fresh) process, alternating: CoNLL F1 and inference seconds per document."""
+    baseline = CorefModel.load(args.baseline_dir)
+    incremental = CorefModel.load(args.score_only)
+    config = incremental.model.config
+    documents = segmented_litbank(config.tokenizer_name, config.max_segment_len).documents(
+        "test", config.max_segment_len
+    )
+    rounds = []
+    for _ in range(args.rounds):
+        rounds.append(
+            {
+                name: timed_test_metrics(model, documents)
+                for name, model in (("baseline", baseline), ("incremental", incremental))
+            }
+        )
+    print(
+        f"{'round':<6} {'baseline F1':>12} {'incremental F1':>15} {'baseline s/doc':>15} {'incremental s/doc':>18} {'ratio':>6}"
+    )
+    for number, scores in enumerate(rounds, 1):
+        base, incr = scores["baseline"], scores["incremental"]
+        print(
+            f"{number:<6} {base['conll_f1']:>12.2f} {incr['conll_f1']:>15.2f} {base['seconds_per_document']:>15.2f} "
+            f"{incr['seconds_per_document']:>18.2f} {incr['seconds_per_document'] / base['seconds_per_document']:>6.2f}"
+        )
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    (args.work_dir / "score_only.json").write_text(json.dumps(rounds, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=45.0, help="training-time budget")
@@ -77,6 +112,8 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="model or training key")
     parser.add_argument("--work-dir", type=Path, default=WORK)
     parser.add_argument("--init-only", action="store_true", help="only score each score form untrained")
+    parser.add_argument("--score-only", type=Path, metavar="DIR", help="only score this trained incremental model")
+    parser.add_argument("--rounds", type=int, default=2, help="--score-only: timing rounds")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if not LITBANK.is_dir():
@@ -101,6 +138,9 @@ def main() -> None:
 
     if args.init_only:
         initial_dev_f1(args, model_values, training_values)
+        return
+    if args.score_only:
+        score_only(args)
         return
     baseline = CorefModel.load(args.baseline_dir)
     config, training = incremental_settings(baseline, model_values, training_values)

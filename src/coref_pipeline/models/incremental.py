@@ -39,7 +39,10 @@ segment's candidate spans to the training loss.
 With ``batch_per_segment`` all of a segment's kept spans are scored against the
 entities as they were at its start in one pass of the fine FFNN; span by span
 only the entities created or updated in the segment are scored: the same
-decisions as scoring every span on its own.
+decisions as scoring every span on its own. With mention columns only and
+``max_top_entities``, a mention column never changes once made, so that pass
+also scores each span against the segment's earlier spans (the slots they
+become), and span by span almost nothing is left to score.
 """
 
 from __future__ import annotations

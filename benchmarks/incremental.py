@@ -80,6 +80,8 @@ def score_only(args: argparse.Namespace) -> None:
     """Both models on test in this (fresh) process, alternating: CoNLL F1 and inference seconds per document."""
     baseline = CorefModel.load(args.baseline_dir)
     incremental = CorefModel.load(args.score_only)
+    if incremental.model_type != "incremental":
+        sys.exit(f"{args.score_only} holds a {incremental.model_type} model, not an incremental one")
     config = incremental.model.config
     documents = segmented_litbank(config.tokenizer_name, config.max_segment_len).documents(
         "test", config.max_segment_len
@@ -140,6 +142,10 @@ def main() -> None:
         initial_dev_f1(args, model_values, training_values)
         return
     if args.score_only:
+        if not (args.score_only / "coref_config.json").is_file():
+            sys.exit(f"no model at {args.score_only}: give the run/best directory of a benchmarks/incremental.py run")
+        if args.rounds < 1:
+            sys.exit(f"--rounds must be at least 1, got {args.rounds}")
         score_only(args)
         return
     baseline = CorefModel.load(args.baseline_dir)

@@ -537,9 +537,9 @@ class SegmentLoss:
         anchors = torch.zeros(n, width, 2, dtype=torch.long, device=cpu)  # [n, C, 2]: PairFeatures.positions
         valid = torch.zeros(n, width, dtype=torch.bool, device=cpu)  # [n, C]
         gold = torch.zeros(n, width + 1, dtype=torch.bool, device=cpu)  # [n, 1 + C]: 0 = a new entity
-        for row, (options, located, golds) in enumerate(zip(self.options, self.anchors, self.gold, strict=True)):
+        for row, (options, option_anchors, golds) in enumerate(zip(self.options, self.anchors, self.gold, strict=True)):
             index[row, : len(options)] = torch.tensor(options, dtype=torch.long, device=cpu)
-            anchors[row, : len(options)] = torch.tensor(located, dtype=torch.long, device=cpu).reshape(-1, 2)
+            anchors[row, : len(options)] = torch.tensor(option_anchors, dtype=torch.long, device=cpu).reshape(-1, 2)
             valid[row, : len(options)] = True
             gold[row, golds] = True
         located = torch.tensor(self.located, dtype=torch.long, device=cpu)  # [n, 2]
@@ -734,6 +734,8 @@ class IncrementalCorefModel(nn.Module):
         """
         mention_source = context[3]
         num_base = len(memory.base_ids)
+        own = base is not None and base.own_fine is not None
+        own_rows = self._fresh_own_rows(memory, base) if own else None  # [num_fresh]
         with torch.no_grad():
             coarse = []
             if num_base:
@@ -743,8 +745,8 @@ class IncrementalCorefModel(nn.Module):
                     else base.coarse
                 )
             if memory.fresh_ids:
-                if base is not None and base.own_coarse is not None:
-                    coarse.append(self._own_coarse(memory, base))
+                if own:  # from base_scores: every fresh slot is one of the segment's spans
+                    coarse.append(base.own_coarse[own_rows.clamp(min=0)].masked_fill(own_rows < 0, float("-inf")))
                 else:
                     fresh = fresh if fresh is not None else memory.fresh_tensors()
                     coarse.append(self._coarse(fresh[0], fresh[2], mention_source))
@@ -763,9 +765,10 @@ class IncrementalCorefModel(nn.Module):
                 if base.known is not None:  # the others are scored on demand
                     held = base.known[looked_up]
                     looked_up, chosen = looked_up[held], torch.cat([looked_up[~held], chosen])
-            own = self._own_columns(memory, chosen, base) if base is not None and base.own_fine is not None else None
-            if own is not None:  # fresh slots of this segment's spans, scored at its start
-                chosen = chosen[~own[2]]
+            own_columns = own_positions = None  # fresh slots of this segment's spans, scored at its start
+            if own:
+                own_columns, own_positions, found = self._own_columns(chosen, num_base, own_rows, base)
+                chosen = chosen[~found]
         scores = coarse.new_full(coarse.shape, float("-inf"))  # [C]
         if chosen.numel():
             if fresh is None and bool((chosen >= num_base).any()):
@@ -774,47 +777,30 @@ class IncrementalCorefModel(nn.Module):
             scores = scores.index_copy(0, chosen, fine)
         if looked_up.numel():
             scores = scores.index_copy(0, looked_up, base.fine[looked_up])
-        if own is not None and own[0].numel():
-            scores = scores.index_copy(0, own[0], base.own_fine[own[1]])
+        if own and own_columns.numel():
+            scores = scores.index_copy(0, own_columns, base.own_fine[own_positions])
         return scores
 
     @staticmethod
-    def _own_coarse(memory: EntityMemory, base: BaseScores) -> torch.Tensor:
-        """The coarse score of each fresh column from ``base_scores``: ``[num_fresh]``.
-
-        With mention columns only every fresh slot is one of the segment's own spans; the fresh
-        representations are not scored (-inf here, masked anyway).
-        """
+    def _fresh_own_rows(memory: EntityMemory, base: BaseScores) -> torch.Tensor:
+        """Each fresh column's row among the segment's spans (``base.own_rows``), -1 for a representation:
+        ``[num_fresh]``. With mention columns only every fresh slot is one of the segment's spans."""
         rows = [base.own_rows.get(memory.slot_span.get(column_id), -1) for column_id in memory.fresh_ids]
-        index = torch.tensor(rows, dtype=torch.long, device=base.own_coarse.device)  # [num_fresh]
-        return base.own_coarse[index.clamp(min=0)].masked_fill(index < 0, float("-inf"))
+        return torch.tensor(rows, dtype=torch.long, device=base.own_fine.device)
 
     @staticmethod
     def _own_columns(
-        memory: EntityMemory, chosen: torch.Tensor, base: BaseScores
+        chosen: torch.Tensor, num_base: int, own_rows: torch.Tensor, base: BaseScores
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Which ``chosen`` columns are slots of the segment's spans that ``base`` scored: their columns,
-        their rows in the segment, and a mask over ``chosen``."""
-        num_base = len(memory.base_ids)
-        known = base.own_known.tolist() if base.own_known is not None else None
-        columns, rows, mask = [], [], []
-        for column in chosen.tolist():
-            row = None
-            if column >= num_base:
-                span = memory.slot_span.get(memory.fresh_ids[column - num_base])
-                row = base.own_rows.get(span) if span is not None else None
-                if row is not None and known is not None and not known[row]:
-                    row = None
-            mask.append(row is not None)
-            if row is not None:
-                columns.append(column)
-                rows.append(row)
-        device = chosen.device
-        return (
-            torch.tensor(columns, dtype=torch.long, device=device),
-            torch.tensor(rows, dtype=torch.long, device=device),
-            torch.tensor(mask, dtype=torch.bool, device=device),
-        )
+        """The ``chosen`` columns whose score ``base`` holds (slots of the segment's spans it scored): those
+        columns, their rows among the segment's spans, and a mask over ``chosen``."""
+        fresh = chosen >= num_base  # [chosen]
+        rows = torch.full_like(chosen, -1)
+        rows[fresh] = own_rows[chosen[fresh] - num_base]
+        found = rows >= 0
+        if base.own_known is not None:
+            found &= base.own_known[rows.clamp(min=0)]
+        return chosen[found], rows[found], found
 
     @staticmethod
     def _columns(
@@ -895,7 +881,7 @@ class IncrementalCorefModel(nn.Module):
             index = torch.arange(total, device=device).expand(k, total)  # [k, T]
         else:
             index = torch.topk(coarse, scored, dim=1).indices  # [k, K + margin]
-            anchors = anchors.gather(1, index.unsqueeze(2).expand(-1, -1, 2))  # [k, K, 2]
+            anchors = anchors.gather(1, index.unsqueeze(2).expand(-1, -1, 2))  # [k, K + margin, 2]
         phi = features(self.pair_scorer, located, anchors)  # [k, T or K, F]
         # In chunks of spans: the fine FFNN's [spans, T, ffnn] input stays within BASE_SCORE_CHUNK_ELEMENTS,
         # so inference memory does not grow with the number of active entities times the spans.

@@ -12,7 +12,7 @@ from coref_pipeline.models.baseline import BaselineCorefModel, antecedent_loss, 
 from coref_pipeline.models.config import BaselineConfig, ConfigError
 from coref_pipeline.models.document import crop, random_crop
 from coref_pipeline.models.layers import FFNN, Dropout
-from coref_pipeline.models.spans import bucket_distance
+from coref_pipeline.models.spans import bucket_distance, span_cluster_ids
 
 from .tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
 
@@ -213,7 +213,7 @@ def test_mention_loss_coef_0_gives_exactly_the_original_loss_and_a_coefficient_a
         model = BaselineCorefModel(tiny_config(mention_loss_coef=coef), tiny_encoder(seed=4))
         model.eval()
         output = model(document)
-        span_ids = model.span_cluster_ids(
+        span_ids = span_cluster_ids(
             output.top_span_starts,
             output.top_span_ends,
             document.gold_starts,

@@ -19,7 +19,7 @@ from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.layers import Dropout, init_weights
 from coref_pipeline.models.scorers import NUM_DISTANCE_BUCKETS, PairScorer, SpanScorer, compute_dtype
-from coref_pipeline.models.spans import bucket_distance, gold_mention_loss, prune_spans
+from coref_pipeline.models.spans import bucket_distance, gold_mention_loss, prune_spans, span_cluster_ids
 
 
 @dataclass
@@ -208,19 +208,9 @@ class BaselineCorefModel(nn.Module):
         """The document's training loss (one: the whole crop is one graph)."""
         yield self(document).loss
 
-    @staticmethod
-    def span_cluster_ids(
-        starts: torch.Tensor, ends: torch.Tensor, gold_starts: torch.Tensor, gold_ends: torch.Tensor, ids: torch.Tensor
-    ) -> torch.Tensor:
-        """Gold cluster id (1-based) of each span, 0 for spans that are not gold mentions: ``[spans]``."""
-        if gold_starts.numel() == 0:
-            return torch.zeros_like(starts)
-        same = (starts.unsqueeze(1) == gold_starts.unsqueeze(0)) & (ends.unsqueeze(1) == gold_ends.unsqueeze(0))
-        return (same.long() * ids.unsqueeze(0)).sum(dim=1)
-
     def loss(self, output: CorefOutput, document: DocumentTensors) -> torch.Tensor:
         """Marginal log-likelihood of the gold antecedents among the kept ones (dummy gold if none)."""
-        span_ids = self.span_cluster_ids(
+        span_ids = span_cluster_ids(
             output.top_span_starts,
             output.top_span_ends,
             document.gold_starts,

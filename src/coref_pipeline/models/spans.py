@@ -74,14 +74,14 @@ def prune_spans(scores: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, 
     return torch.tensor([index for _, _, index in kept], dtype=torch.long, device=scores.device)
 
 
-def is_gold_mention(
-    starts: torch.Tensor, ends: torch.Tensor, gold_starts: torch.Tensor, gold_ends: torch.Tensor
+def span_cluster_ids(
+    starts: torch.Tensor, ends: torch.Tensor, gold_starts: torch.Tensor, gold_ends: torch.Tensor, ids: torch.Tensor
 ) -> torch.Tensor:
-    """For each span, whether it is a gold mention (exact boundaries): ``[spans]`` bool."""
+    """Gold cluster id (``ids``, 1-based) of each span, 0 for spans that are not gold mentions: ``[spans]``."""
     if gold_starts.numel() == 0:
-        return torch.zeros_like(starts, dtype=torch.bool)
+        return torch.zeros_like(starts)
     same = (starts.unsqueeze(1) == gold_starts.unsqueeze(0)) & (ends.unsqueeze(1) == gold_ends.unsqueeze(0))
-    return same.any(dim=1)
+    return (same.long() * ids.unsqueeze(0)).sum(dim=1)
 
 
 def gold_mention_loss(
@@ -96,7 +96,7 @@ def gold_mention_loss(
     The auxiliary mention loss of ``mention_loss_coef`` (coref-hoi's, over every candidate; singletons
     are gold mentions). Spans and gold mentions in the same offsets.
     """
-    labels = is_gold_mention(starts, ends, gold_starts, gold_ends).float()  # [spans]
+    labels = span_cluster_ids(starts, ends, gold_starts, gold_ends, torch.ones_like(gold_starts)).float()  # [spans]
     return nn_functional.binary_cross_entropy_with_logits(mention_scores.float(), labels, reduction="sum")
 
 

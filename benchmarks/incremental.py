@@ -4,6 +4,8 @@ Run: python benchmarks/incremental.py [--minutes 45] [--baseline-dir DIR] [--set
      python benchmarks/incremental.py --init-only   (dev F1 of each score form right after initialisation)
      python benchmarks/incremental.py --score-only DIR   (a trained incremental model against its baseline on
                                                           test, in a fresh process: F1 and inference time)
+     python benchmarks/incremental.py --throughput N [--set key=value ...]   (training documents/s of both
+                                                          models on the same N train documents, alternating)
 
 1. Segments LitBank fold 0 (../shared/corpora/litbank) at the baseline's segment length.
 2. Initialises the incremental model from the baseline benchmark's best model
@@ -19,7 +21,9 @@ Figures go to stdout and to ``data/benchmarks/incremental_litbank/results.json``
 
 The inference times of step 3 are measured in the process that trained, whose state slows
 both models (the incremental one more: it allocates many small tensors). ``--score-only`` times
-both on test in a fresh process, alternating them for ``--rounds`` rounds: the ratio to quote.
+both on test in a fresh process, document by document in turn, for ``--rounds`` rounds: the ratio
+to quote. ``--throughput N`` times both models' training steps on the same N train documents, in
+turn, each by its own recipe.
 """
 
 from __future__ import annotations
@@ -30,14 +34,26 @@ import logging
 import resource
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
+import torch
 import yaml
 
 from coref_pipeline.evaluation.predictions import score_predictions, summary_metrics
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import INCREMENTAL_SCORES, IncrementalConfig, TrainingConfig
-from coref_pipeline.training import Run, build_incremental, incremental_settings, train_incremental
+from coref_pipeline.models.document import random_crop
+from coref_pipeline.training import (
+    Run,
+    baseline_recipe,
+    build_incremental,
+    incremental_recipe,
+    incremental_settings,
+    train_incremental,
+)
+from coref_pipeline.training.engine import Engine
+from coref_pipeline.training.loop import Recipe, configure_encoder_for_training, training_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from baseline import LITBANK, ROOT, parse_overrides, segmented_litbank  # noqa: E402
@@ -52,6 +68,26 @@ def timed_test_metrics(model: CorefModel, documents: list[dict]) -> dict[str, fl
     seconds = time.perf_counter() - started
     scores = summary_metrics(score_predictions(predictions, remove_singletons=True))
     return {**scores, "seconds_per_document": seconds / len(documents)}
+
+
+def interleaved_test_metrics(models: dict[str, CorefModel], documents: list[dict]) -> dict[str, dict[str, float]]:
+    """Each model on each document in turn, the order alternating by document, so that a slower spell of
+    the machine falls on every model alike: each model's CoNLL F1 and seconds per document."""
+    predictions: dict[str, list[dict]] = {name: [] for name in models}
+    seconds = dict.fromkeys(models, 0.0)
+    names = list(models)
+    for number, document in enumerate(documents):
+        for name in names if number % 2 == 0 else names[::-1]:
+            started = time.perf_counter()
+            predictions[name].extend(models[name].predict_documents([document], progress=False))
+            seconds[name] += time.perf_counter() - started
+    return {
+        name: {
+            **summary_metrics(score_predictions(predictions[name], remove_singletons=True)),
+            "seconds_per_document": seconds[name] / len(documents),
+        }
+        for name in names
+    }
 
 
 def initial_dev_f1(args: argparse.Namespace, model_values: dict, training_values: dict) -> None:
@@ -77,7 +113,8 @@ def initial_dev_f1(args: argparse.Namespace, model_values: dict, training_values
 
 
 def score_only(args: argparse.Namespace) -> None:
-    """Both models on test in this (fresh) process, alternating: CoNLL F1 and inference seconds per document."""
+    """Both models on test in this (fresh) process, document by document in turn: CoNLL F1 and inference
+    seconds per document, for ``--rounds`` rounds."""
     baseline = CorefModel.load(args.baseline_dir)
     incremental = CorefModel.load(args.score_only)
     if incremental.model_type != "incremental":
@@ -86,14 +123,10 @@ def score_only(args: argparse.Namespace) -> None:
     documents = segmented_litbank(config.tokenizer_name, config.max_segment_len).documents(
         "test", config.max_segment_len
     )
-    rounds = []
-    for _ in range(args.rounds):
-        rounds.append(
-            {
-                name: timed_test_metrics(model, documents)
-                for name, model in (("baseline", baseline), ("incremental", incremental))
-            }
-        )
+    rounds = [
+        interleaved_test_metrics({"baseline": baseline, "incremental": incremental}, documents)
+        for _ in range(args.rounds)
+    ]
     print(
         f"{'round':<6} {'baseline F1':>12} {'incremental F1':>15} {'baseline s/doc':>15} {'incremental s/doc':>18} {'ratio':>6}"
     )
@@ -107,6 +140,59 @@ def score_only(args: argparse.Namespace) -> None:
     (args.work_dir / "score_only.json").write_text(json.dumps(rounds, indent=2) + "\n")
 
 
+def timed_steps(recipe: Recipe, model: CorefModel, documents: list, training: TrainingConfig, seed: int) -> float:
+    """Seconds per document of the recipe's training step (its crop, losses and optimisers) over ``documents``."""
+    optimisers = recipe.optimisers(10_000)
+    engine = Engine(replace(training, device="cpu"))
+    generator = torch.Generator().manual_seed(seed)
+    model.model.train()
+    started = time.perf_counter()
+    for document in documents:
+        if recipe.max_segments is not None:
+            document = random_crop(document, recipe.max_segments, generator)
+        training_step(recipe.losses, document, optimisers, training.gradient_clip, engine)
+    return (time.perf_counter() - started) / len(documents)
+
+
+def training_throughput(args: argparse.Namespace, model_values: dict, training_values: dict) -> None:
+    """Training seconds per document of both models on the same train documents, in one process, alternating.
+
+    Each model trains by its own recipe in the training precision: the baseline (its crop of
+    ``max_training_sentences`` segments, the encoder fine-tuned) from its trained weights, the
+    incremental model (initialised from it, with the ``--set`` keys) with its encoder outputs
+    cached, so that its first round computes them and later rounds read them, as epochs do.
+    """
+    baseline = CorefModel.load(args.baseline_dir)
+    config, training = incremental_settings(baseline, model_values, training_values)
+    incremental = build_incremental(CorefModel.load(args.baseline_dir), config)
+    configure_encoder_for_training(baseline.model.encoder, training)
+    documents = segmented_litbank(config.tokenizer_name, config.max_segment_len).documents(
+        "train", config.max_segment_len
+    )[: args.throughput]
+    tensors = {"baseline": [baseline.tensorize(d) for d in documents]}
+    tensors["incremental"] = [incremental.tensorize(d) for d in documents]
+    recipes = {
+        "baseline": (baseline_recipe(baseline, training), baseline),
+        "incremental": (incremental_recipe(incremental, training, "start"), incremental),
+    }
+    rounds = []
+    for number in range(args.rounds):
+        rounds.append(
+            {
+                name: timed_steps(recipe, model, tensors[name], training, seed=number)
+                for name, (recipe, model) in recipes.items()
+            }
+        )
+    print(f"{'round':<6} {'baseline docs/s':>16} {'incremental docs/s':>19} {'ratio':>6}  ({len(documents)} documents)")
+    for number, seconds in enumerate(rounds, 1):
+        base, incr = 1 / seconds["baseline"], 1 / seconds["incremental"]
+        note = "  (incremental: encoder computed)" if number == 1 else "  (incremental: encoder outputs cached)"
+        print(f"{number:<6} {base:>16.3f} {incr:>19.3f} {incr / base:>6.2f}{note}")
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    results = {"model": config.to_dict(), "training": training.to_dict(), "seconds_per_document": rounds}
+    (args.work_dir / "throughput.json").write_text(json.dumps(results, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=45.0, help="training-time budget")
@@ -115,7 +201,8 @@ def main() -> None:
     parser.add_argument("--work-dir", type=Path, default=WORK)
     parser.add_argument("--init-only", action="store_true", help="only score each score form untrained")
     parser.add_argument("--score-only", type=Path, metavar="DIR", help="only score this trained incremental model")
-    parser.add_argument("--rounds", type=int, default=2, help="--score-only: timing rounds")
+    parser.add_argument("--rounds", type=int, default=2, help="--score-only, --throughput: timing rounds")
+    parser.add_argument("--throughput", type=int, metavar="N", help="only time training steps on N train documents")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if not LITBANK.is_dir():
@@ -147,6 +234,11 @@ def main() -> None:
         if args.rounds < 1:
             sys.exit(f"--rounds must be at least 1, got {args.rounds}")
         score_only(args)
+        return
+    if args.throughput is not None:
+        if args.throughput < 1 or args.rounds < 1:
+            sys.exit(f"--throughput and --rounds must be at least 1, got {args.throughput} and {args.rounds}")
+        training_throughput(args, model_values, training_values)
         return
     baseline = CorefModel.load(args.baseline_dir)
     config, training = incremental_settings(baseline, model_values, training_values)

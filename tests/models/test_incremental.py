@@ -830,3 +830,23 @@ def test_mention_slots_stay_bounded_and_leave_with_their_entity_on_a_long_docume
     assert set(memory.owner.values()) <= memory.active and set(memory.slots) <= memory.active
     assert all(len(slot_ids) <= 3 for slot_ids in memory.slots.values())
     assert len(memory.base_ids) <= 4 * len(memory.active)
+
+
+@pytest.mark.parametrize("representation", [True, False])
+def test_update_runs_only_when_entity_representations_are_scored(representation):
+    """Without scored representations UPDATE (the update network) is skipped: it would change nothing scored.
+
+    That the decisions are still the baseline's is test_entities_scored_by_all_their_mentions_make_the_baselines_decisions.
+    """
+    torch.manual_seed(0)
+    config = incremental_config(
+        recent_mentions=2, entity_representation=representation, threshold=-1.0, top_span_ratio=0.8
+    )
+    model = IncrementalCorefModel(config, tiny_encoder(seed=1))
+    document = tiny_tensors(make_document(seed=3, num_segments=3), config)
+    spread_pair_weights(model)
+    calls = []
+    model.alpha.register_forward_hook(lambda *_: calls.append(1))
+    output = model(document)
+    assert any(len(cluster) > 1 for cluster in output.clusters)  # spans did join entities
+    assert bool(calls) == representation

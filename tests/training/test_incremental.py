@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -113,7 +114,7 @@ def test_the_encoder_cache_gives_the_same_losses_and_keeps_to_its_memory_limit()
     model = trained.model.train()
     tensors = [trained.tensorize(document) for document in DOCUMENTS]
     one_document = sum(model.encode_segment(tensors[0], index).numel() * 4 for index in range(tensors[0].num_segments))
-    for limit, cached in ((None, 3), (one_document, 1), (0, 0)):
+    for limit, cached_documents in ((None, 3), (one_document, 1), (0, 0)):
         cache = EncoderCache(model, limit)
         for _ in range(2):  # two epochs: the second reads the cache
             for document in tensors:
@@ -121,4 +122,50 @@ def test_the_encoder_cache_gives_the_same_losses_and_keeps_to_its_memory_limit()
                 from_cache = segment_losses(cache.losses, document)
                 torch.manual_seed(0)
                 assert from_cache == segment_losses(model.training_losses, document)
-        assert len(cache.outputs) == cached and (limit is None or cache.bytes <= limit)
+        assert len(cache.outputs) == 3 * cached_documents and (limit is None or cache.bytes <= limit)
+        assert len({doc_key for doc_key, _ in cache.outputs}) == cached_documents
+
+
+def test_the_encoder_cache_serves_crops_of_a_document_from_the_segments_they_share():
+    from coref_pipeline.models.document import crop
+    from coref_pipeline.training.incremental import EncoderCache
+
+    trained = fresh_incremental()
+    model = trained.model.train()
+    whole = trained.tensorize(make_document("nw/long_0", seed=5, num_segments=5))
+    cache = EncoderCache(model)
+    for first in (0, 2, 1, 2):  # windows of 3 segments that overlap
+        window = crop(whole, 3, first)
+        torch.manual_seed(0)
+        from_cache = segment_losses(cache.losses, window)
+        torch.manual_seed(0)
+        assert from_cache == segment_losses(model.training_losses, window), first
+    assert len(cache.outputs) == 5  # each of the document's segments encoded once
+    lengths = whole.attention_mask.sum(dim=1).tolist()
+    for index in range(5):
+        start = sum(lengths[:index])
+        assert torch.equal(cache.outputs[("nw/long_0", start)], model.encode_segment(whole, index))
+
+
+@pytest.mark.parametrize("crop_documents", [False, True])
+def test_crop_training_documents_trains_on_windows_of_max_training_sentences_segments(tmp_path, crop_documents):
+    trained = fresh_incremental(crop_training_documents=crop_documents)
+    assert trained.config.max_training_sentences == 3
+    config = training_config(num_epochs=2)
+    recipe = incremental_recipe(trained, config, "start")
+    seen: list[tuple[int, int]] = []
+    losses = recipe.losses
+
+    def recorded(document):
+        seen.append((document.num_segments, document.token_offset))
+        return losses(document)
+
+    recipe = replace(recipe, losses=recorded)
+    documents = [make_document(f"nw/long{i}_0", seed=i, num_segments=5) for i in range(3)]
+    fit(trained, recipe, documents, documents[:1], config, Run(tmp_path, remove_singletons=False))
+    assert len(seen) == 6
+    if crop_documents:
+        assert all(segments == 3 for segments, _ in seen)
+        assert len({offset for _, offset in seen}) > 1  # random windows, not always the first
+    else:
+        assert seen == [(5, 0)] * 6

@@ -189,6 +189,9 @@ class IncrementalConfig(SpanModelConfig):
     teacher_forcing_rate: float = 0.0  # share of training decisions replaced by the gold one
     # The baseline's auxiliary mention loss (BaselineConfig), over each segment's candidates; 0: the paper's loss.
     mention_loss_coef: float = 0.0
+    # Train on a random window of max_training_sentences segments of each document, as the baseline
+    # trains; false: whole documents (the paper's).
+    crop_training_documents: bool = False
     dropout_rate: float = 0.4
 
     def __post_init__(self) -> None:
@@ -380,7 +383,7 @@ class IncrementalTrainParameters(Config):
     training: dict[str, Any] = field(default_factory=dict)  # TrainingConfig keys
     work_dir: str = "data/06_models/incremental_training"
     restart: bool = False
-    cache_encoder_outputs: bool = True  # a frozen encoder's outputs computed once per document and run
+    cache_encoder_outputs: bool = True  # a frozen encoder's outputs computed once per segment and run
     encoder_cache_mb: int | None = 4096  # at most this much of them kept (the rest recomputed); null: no limit
 
     def __post_init__(self) -> None:

@@ -389,6 +389,33 @@ class EntityMemory:
         return sorted(found)
 
 
+class OwnRows:
+    """A segment's spans' rows in ``base_scores``, shared by their ``BaseScores``, and the rows of the fresh
+    columns among them (``of_fresh``), extended as the segment's columns are added rather than rebuilt per span."""
+
+    def __init__(self, spans: Sequence[Span], device: torch.device) -> None:
+        self.row_of_span = {span: row for row, span in enumerate(spans)}
+        self.device = device
+        self.ids: list[int] = []  # the fresh column ids ``rows`` was built for
+        self.rows = torch.empty(0, dtype=torch.long, device=device)  # [len(ids)]
+
+    def of_fresh(self, memory: EntityMemory) -> torch.Tensor:
+        """Each fresh column's row among the segment's spans, -1 for a representation: ``[num_fresh]``.
+
+        A column's row never changes (a slot keeps its mention), so the rows of the columns seen
+        before are kept while the fresh ids only grow; a column that left starts the list again.
+        """
+        ids, known = memory.fresh_ids, len(self.ids)
+        if ids[:known] != self.ids:
+            known, self.rows = 0, self.rows[:0]
+        if len(ids) > known:
+            tail = [self.row_of_span.get(memory.slot_span.get(column_id), -1) for column_id in ids[known:]]
+            self.rows = torch.cat([self.rows, torch.tensor(tail, dtype=torch.long, device=self.device)])
+        if len(ids) != len(self.ids) or known == 0:
+            self.ids = list(ids)
+        return self.rows
+
+
 @dataclass
 class BaseScores:
     """One span's scores against the base entities, computed with its segment's other spans at the segment's start.
@@ -411,7 +438,7 @@ class BaseScores:
     own_fine: torch.Tensor | None = None  # [k]: against the segment's spans (valid for earlier ones, where own_known)
     own_known: torch.Tensor | None = None  # [k] bool; None: every earlier span
     own_coarse: torch.Tensor | None = None  # [k]: the pre-filter's ranking score of the segment's spans
-    own_rows: dict[Span, int] | None = None  # the segment's spans -> their row (shared by its spans)
+    own_rows: OwnRows | None = None  # the segment's spans' rows (shared by its spans)
 
 
 @dataclass
@@ -735,7 +762,7 @@ class IncrementalCorefModel(nn.Module):
         mention_source = context[3]
         num_base = len(memory.base_ids)
         own = base is not None and base.own_fine is not None
-        own_rows = self._fresh_own_rows(memory, base) if own else None  # [num_fresh]
+        own_rows = base.own_rows.of_fresh(memory) if own else None  # [num_fresh]: with mention columns only
         with torch.no_grad():
             coarse = []
             if num_base:
@@ -780,13 +807,6 @@ class IncrementalCorefModel(nn.Module):
         if own and own_columns.numel():
             scores = scores.index_copy(0, own_columns, base.own_fine[own_positions])
         return scores
-
-    @staticmethod
-    def _fresh_own_rows(memory: EntityMemory, base: BaseScores) -> torch.Tensor:
-        """Each fresh column's row among the segment's spans (``base.own_rows``), -1 for a representation:
-        ``[num_fresh]``. With mention columns only every fresh slot is one of the segment's spans."""
-        rows = [base.own_rows.get(memory.slot_span.get(column_id), -1) for column_id in memory.fresh_ids]
-        return torch.tensor(rows, dtype=torch.long, device=base.own_fine.device)
 
     @staticmethod
     def _own_columns(
@@ -913,7 +933,7 @@ class IncrementalCorefModel(nn.Module):
         coarse_rows = coarse[:, :num_base].unbind(0) if coarse is not None else [None] * k
         if not own:
             return [BaseScores(*row) for row in zip(rows, known_rows, coarse_rows, strict=True)]
-        own_rows = {span: row for row, span in enumerate(spans)}
+        own_rows = OwnRows(spans, device)
         own_fine = fine[:, num_base:].unbind(0)
         own_known = known[:, num_base:].unbind(0) if known is not None else [None] * k
         own_coarse = coarse[:, num_base:].unbind(0)
@@ -1039,11 +1059,15 @@ class IncrementalCorefModel(nn.Module):
             else:
                 entity_id = memory.entity_of(columns[choice - 1])
                 entity, projection = memory.embedding(entity_id)  # [D], [ffnn]
-                alpha = self.update_weight(entity, mention, len(memory.mentions[entity_id]))
+                if config.entity_representation:
+                    alpha = self.update_weight(entity, mention, len(memory.mentions[entity_id]))
+                    entity = alpha * entity + (1 - alpha) * mention
+                    projection = alpha * projection + (1 - alpha) * candidate_projections[index]
+                # else the representation is never scored: UPDATE is skipped (it would change nothing scored)
                 memory.update(
                     entity_id,
-                    alpha * entity + (1 - alpha) * mention,
-                    alpha * projection + (1 - alpha) * candidate_projections[index],
+                    entity,
+                    projection,
                     span,
                     mention_scores[index],
                     (mention, candidate_projections[index]),

@@ -169,11 +169,19 @@ class PairScorer(nn.Module):
         """The first layer's weight split into target, candidate, product (and feature) parts.
 
         A caller scoring many times in one graph splits once and passes the parts
-        on: every split adds a full-size gradient copy to the backward pass.
+        on: every split adds a full-size gradient copy to the backward pass. Under autocast
+        the parts are in its compute dtype (bf16), cast once.
         """
         d = self.span_dim
         sizes = [d, d, d] + ([self.feature_size] if self.feature_size else [])
-        return self.slow_antecedent_scores.hidden[0].weight.split(sizes, dim=1)  # each [ffnn, part]
+        weight = self.slow_antecedent_scores.hidden[0].weight
+        parts = weight.split(sizes, dim=1)  # each [ffnn, part]
+        dtype = compute_dtype(weight)
+        if dtype != weight.dtype:
+            # Cast once here: autocast caches the casts of whole weights, not of these views, and
+            # would otherwise cast a part again at every matmul that uses it.
+            parts = tuple(part.to(dtype) for part in parts)
+        return parts
 
     def project_candidates(
         self, candidates: torch.Tensor, parts: tuple[torch.Tensor, ...] | None = None

@@ -1,4 +1,4 @@
-"""The incremental model's recipe: the baseline's weights, then one optimiser step per whole document."""
+"""The incremental model's recipe: the baseline's weights, then one optimiser step per (whole) document."""
 
 from __future__ import annotations
 
@@ -40,27 +40,38 @@ def build_incremental(baseline: CorefModel, config: IncrementalConfig) -> CorefM
 
 
 class EncoderCache:
-    """A frozen encoder's segment outputs, computed once per document and run (same numbers, less time).
+    """A frozen encoder's segment outputs, computed once per segment and run (same numbers, less time).
 
-    Documents are cached in the order they are first seen until the cache holds ``limit_bytes``
-    (None: no limit); the outputs of the documents beyond are recomputed at every visit.
+    Each segment's output is kept under its document and its first subtoken's position in the
+    whole document, so that a crop (``crop_training_documents``) finds the segments it shares
+    with other crops of that document. Segments are cached in the order they are first seen
+    until the cache holds ``limit_bytes`` (None: no limit); the outputs of those beyond are
+    recomputed at every visit.
     """
 
     def __init__(self, model: IncrementalCorefModel, limit_bytes: int | None = None) -> None:
         self.model = model
         self.limit_bytes = limit_bytes
-        self.outputs: dict[str, list[torch.Tensor]] = {}
+        self.outputs: dict[tuple[str, int], torch.Tensor] = {}  # (doc_key, first subtoken) -> [segment_len, H]
         self.bytes = 0
 
-    def losses(self, document: DocumentTensors):
-        outputs = self.outputs.get(document.doc_key)
-        if outputs is None:
-            outputs = [self.model.encode_segment(document, index) for index in range(document.num_segments)]
-            size = sum(output.numel() * output.element_size() for output in outputs)
+    def segment_output(self, document: DocumentTensors, index: int, start: int) -> torch.Tensor:
+        key = (document.doc_key, start)
+        output = self.outputs.get(key)
+        if output is None:
+            output = self.model.encode_segment(document, index)
+            size = output.numel() * output.element_size()
             if self.limit_bytes is None or self.bytes + size <= self.limit_bytes:
-                self.outputs[document.doc_key] = outputs
+                self.outputs[key] = output
                 self.bytes += size
-        return self.model.training_losses(document, segment_hidden=outputs.__getitem__)
+        return output
+
+    def losses(self, document: DocumentTensors):
+        lengths = document.attention_mask.sum(dim=1).tolist()  # [num_segments]
+        starts = [document.token_offset + sum(lengths[:index]) for index in range(len(lengths))]
+        return self.model.training_losses(
+            document, segment_hidden=lambda index: self.segment_output(document, index, starts[index])
+        )
 
 
 def incremental_recipe(
@@ -70,8 +81,9 @@ def incremental_recipe(
     cache_encoder_outputs: bool = True,
     encoder_cache_mb: int | None = None,
 ) -> Recipe:
-    """Whole documents read segment by segment, one optimiser step per document (the paper's):
-    Adam at a constant rate for the task, and AdamW for the encoder when it is fine-tuned.
+    """Whole documents read segment by segment, one optimiser step per document (the paper's; with
+    ``crop_training_documents`` a random window of ``max_training_sentences`` segments, as the
+    baseline trains): Adam at a constant rate for the task, and AdamW for the encoder when it is fine-tuned.
     ``start_fingerprint`` identifies the weights the run starts from; a frozen encoder's
     outputs are cached (``cache_encoder_outputs``), at most ``encoder_cache_mb`` of them."""
     model: IncrementalCorefModel = trained.model
@@ -81,7 +93,7 @@ def incremental_recipe(
     return Recipe(
         losses=losses,
         optimisers=partial(model_optimisers, model, training, train_encoder=finetune, task_schedule="constant"),
-        max_segments=None,
+        max_segments=model.config.max_training_sentences if model.config.crop_training_documents else None,
         start=start_fingerprint,
     )
 

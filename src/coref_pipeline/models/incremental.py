@@ -777,7 +777,13 @@ class IncrementalCorefModel(nn.Module):
                 else:
                     fresh = fresh if fresh is not None else memory.fresh_tensors()
                     coarse.append(self._coarse(fresh[0], fresh[2], mention_source))
-            coarse = memory.mask_unscored(torch.cat(coarse))  # [C]
+            if own:  # base rows: unscored ones -inf since base_scores; fresh: representations -inf above
+                coarse = torch.cat(coarse)  # [C]
+                if memory.superseded:  # what changed since: superseded base rows
+                    superseded = torch.tensor(list(memory.superseded), dtype=torch.long, device=coarse.device)
+                    coarse = coarse.index_fill(0, superseded, float("-inf"))
+            else:
+                coarse = memory.mask_unscored(torch.cat(coarse))  # [C]
             live = coarse > float("-inf")  # [C]: the columns not superseded
             if required:
                 coarse = coarse.index_fill(0, torch.tensor(list(required), device=coarse.device), float("inf"))

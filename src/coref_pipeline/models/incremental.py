@@ -209,6 +209,14 @@ class EntityMemory:
             return scores
         return scores.index_fill(-1, torch.tensor(rows, device=scores.device), float("-inf"))
 
+    def mask_superseded(self, scores: torch.Tensor) -> torch.Tensor:
+        """``scores`` over the columns (last dimension) with the base rows superseded in this segment -inf: what
+        ``mask_unscored`` adds to scores whose other unscored columns are -inf already."""
+        if not self.superseded:
+            return scores
+        rows = torch.tensor(sorted(self.superseded), dtype=torch.long, device=scores.device)
+        return scores.index_fill(-1, rows, float("-inf"))
+
     def scored_columns(self, entity_ids: Sequence[int]) -> list[int]:
         """The scored columns of the entities ``entity_ids``, entity by entity in that order."""
         masked = set(self.masked_columns(len(self.base_ids) + len(self.fresh_ids)))
@@ -405,14 +413,14 @@ class OwnRows:
         A column's row never changes (a slot keeps its mention), so the rows of the columns seen
         before are kept while the fresh ids only grow; a column that left starts the list again.
         """
-        ids, known = memory.fresh_ids, len(self.ids)
-        if ids[:known] != self.ids:
-            known, self.rows = 0, self.rows[:0]
-        if len(ids) > known:
-            tail = [self.row_of_span.get(memory.slot_span.get(column_id), -1) for column_id in ids[known:]]
-            self.rows = torch.cat([self.rows, torch.tensor(tail, dtype=torch.long, device=self.device)])
-        if len(ids) != len(self.ids) or known == 0:
-            self.ids = list(ids)
+        ids = memory.fresh_ids
+        if ids == self.ids:
+            return self.rows
+        if ids[: len(self.ids)] != self.ids:  # a column left: start again
+            self.ids, self.rows = [], self.rows[:0]
+        tail = [self.row_of_span.get(memory.slot_span.get(column_id), -1) for column_id in ids[len(self.ids) :]]
+        self.rows = torch.cat([self.rows, torch.tensor(tail, dtype=torch.long, device=self.device)])
+        self.ids = list(ids)
         return self.rows
 
 
@@ -777,13 +785,9 @@ class IncrementalCorefModel(nn.Module):
                 else:
                     fresh = fresh if fresh is not None else memory.fresh_tensors()
                     coarse.append(self._coarse(fresh[0], fresh[2], mention_source))
-            if own:  # base rows: unscored ones -inf since base_scores; fresh: representations -inf above
-                coarse = torch.cat(coarse)  # [C]
-                if memory.superseded:  # what changed since: superseded base rows
-                    superseded = torch.tensor(list(memory.superseded), dtype=torch.long, device=coarse.device)
-                    coarse = coarse.index_fill(0, superseded, float("-inf"))
-            else:
-                coarse = memory.mask_unscored(torch.cat(coarse))  # [C]
+            coarse = torch.cat(coarse)  # [C]
+            # With own: the base rows' unscored columns are -inf since base_scores, the fresh representations above.
+            coarse = memory.mask_superseded(coarse) if own else memory.mask_unscored(coarse)
             live = coarse > float("-inf")  # [C]: the columns not superseded
             if required:
                 coarse = coarse.index_fill(0, torch.tensor(list(required), device=coarse.device), float("inf"))

@@ -850,3 +850,75 @@ def test_update_runs_only_when_entity_representations_are_scored(representation)
     output = model(document)
     assert any(len(cluster) > 1 for cluster in output.clusters)  # spans did join entities
     assert bool(calls) == representation
+
+
+def scored_columns_by_scan(memory: EntityMemory, entity_ids: list[int]) -> list[int]:
+    """``scored_columns`` by its definition: every column not masked, grouped by the entity it scores."""
+    masked = set(memory.masked_columns(len(memory.columns())))
+    by_entity: dict[int, list[int]] = {}
+    for column, column_id in enumerate(memory.columns()):
+        if column not in masked:
+            by_entity.setdefault(memory.entity_of(column_id), []).append(column)
+    return [column for entity_id in entity_ids for column in by_entity.get(entity_id, [])]
+
+
+@pytest.mark.parametrize("slots", MENTION_SLOTS, ids=["representation", "and_2_mentions", "2_mentions", "baseline"])
+def test_scored_columns_are_every_unmasked_column_of_the_entities(monkeypatch, slots):
+    """Looked up through the entities' slots, the gold columns are those a scan of every column finds, at every
+    span of a training pass (superseded base rows and dropped slots included)."""
+    document = tiny_tensors(make_document(num_segments=8, seed=6), tiny_config())
+    values = dict(loss="all_antecedents", teacher_forcing_rate=1.0, top_span_ratio=1.0)  # gold links followed
+    model = batching_model(True, **values, **slots).train()
+    lookup, calls = EntityMemory.scored_columns, []
+
+    def checked(memory, entity_ids):
+        found = lookup(memory, entity_ids)
+        assert found == scored_columns_by_scan(memory, list(entity_ids))
+        calls.append((len(found), bool(memory.superseded), bool(memory.dropped)))
+        return found
+
+    monkeypatch.setattr(EntityMemory, "scored_columns", checked)
+    for loss in model.training_losses(document):
+        loss.backward()
+    assert sum(found > 0 for found, _, _ in calls) >= 5  # gold entities found
+    assert any(superseded for _, superseded, _ in calls)
+    if slots.get("recent_mentions"):
+        assert any(found > 1 for found, _, _ in calls) and any(dropped for _, _, dropped in calls)
+
+
+def test_the_batched_pass_scores_only_the_spans_negative_sampling_keeps(monkeypatch):
+    """negative_sample_rate < 1 in training: the spans are drawn before the segment's batched pass, which then
+    scores exactly the spans read afterwards (every gold span, some others), not every kept span."""
+    document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
+    model = batching_model(True, negative_sample_rate=0.3, max_top_entities=2).train()
+    segments = []  # per segment: kept spans, spans of the batched pass (None: no pass), spans read one by one
+    base_scores, pair_scores, resolve_spans = model.base_scores, model.pair_scores, model.resolve_spans
+
+    def logged_base_scores(memory, spans, *args):
+        segments[-1]["batched"] = list(spans)
+        return base_scores(memory, spans, *args)
+
+    def logged_pair_scores(memory, mention, span, *args, **kwargs):
+        segments[-1]["read"].append(span)
+        return pair_scores(memory, mention, span, *args, **kwargs)
+
+    def logged_resolve_spans(memory, starts, ends, *args, **kwargs):
+        segments.append({"kept": list(zip(starts, ends, strict=True)), "batched": None, "read": []})
+        return resolve_spans(memory, starts, ends, *args, **kwargs)
+
+    monkeypatch.setattr(model, "base_scores", logged_base_scores)
+    monkeypatch.setattr(model, "pair_scores", logged_pair_scores)
+    monkeypatch.setattr(model, "resolve_spans", logged_resolve_spans)
+    torch.manual_seed(3)
+    for loss in model.training_losses(document):
+        loss.backward()
+    gold = GoldAntecedents(document)
+    with_pass = [segment for segment in segments if segment["batched"] is not None]
+    assert len(with_pass) >= 3
+    for segment in with_pass:
+        assert set(segment["read"]) <= set(segment["batched"]) <= set(segment["kept"])
+        assert {span for span in segment["kept"] if gold.is_gold(span)} <= set(segment["batched"])
+    kept = sum(len(segment["kept"]) for segment in with_pass)
+    batched = sum(len(segment["batched"]) for segment in with_pass)
+    assert any(gold.is_gold(span) for segment in with_pass for span in segment["batched"])
+    assert batched < 0.7 * kept  # the sampled-out spans were not scored

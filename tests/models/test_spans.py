@@ -14,6 +14,7 @@ from coref_pipeline.models.spans import (
     prune_spans,
     span_attention_explicit,
     span_attention_sums,
+    span_cluster_ids,
     spans_cross,
 )
 
@@ -134,3 +135,22 @@ def test_attention_sums_of_one_token_spans_and_spans_across_blocks():
     single = starts == ends
     torch.testing.assert_close(fast[single], values[starts[single]])
     assert span_attention_sums(logits, values, starts[:0], ends[:0]).shape == (0, 3)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_span_cluster_ids_are_the_gold_cluster_of_each_span_or_0(seed):
+    """Against the definition: every (span, gold span) pair compared (gold spans distinct, as in a document)."""
+    rng = random.Random(seed)
+    gold = rng.sample([(s, s + w) for s in range(60) for w in range(4)], 25)
+    cluster = [rng.randrange(1, 8) for _ in gold]
+    spans = [(s, s + w) for s in range(70) for w in range(5)]
+    rng.shuffle(spans)
+    starts, ends = (torch.tensor(column) for column in zip(*spans, strict=True))
+    gold_starts, gold_ends = (torch.tensor(column) for column in zip(*gold, strict=True))
+    found = span_cluster_ids(starts, ends, gold_starts, gold_ends, torch.tensor(cluster))
+    of_gold = dict(zip(gold, cluster, strict=True))
+    assert found.tolist() == [of_gold.get(span, 0) for span in spans]
+    assert sum(value > 0 for value in found.tolist()) == len(gold)
+    empty = torch.zeros(0, dtype=torch.long)
+    assert span_cluster_ids(starts, ends, empty, empty, empty).tolist() == [0] * len(spans)
+    assert span_cluster_ids(empty, empty, gold_starts, gold_ends, torch.tensor(cluster)).tolist() == []

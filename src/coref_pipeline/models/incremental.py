@@ -161,6 +161,7 @@ class EntityMemory:
     changed: list[int] = field(default_factory=list)  # the columns the last ``add`` or ``update`` created or changed
     dropped: list[int] = field(default_factory=list)  # base slots dropped in this segment (gone at its end)
     base_representations: list[int] = field(default_factory=list)  # base rows holding a representation (not a slot)
+    base_row: dict[int, int] = field(default_factory=dict)  # column id -> its row in base_ids
 
     def __len__(self) -> int:
         return len(self.active)
@@ -189,6 +190,7 @@ class EntityMemory:
 
     def _set_base_ids(self, base_ids: list[int]) -> None:
         self.base_ids = base_ids
+        self.base_row = {column_id: row for row, column_id in enumerate(base_ids)}
         self.base_representations = [row for row, column_id in enumerate(base_ids) if column_id not in self.owner]
 
     def masked_columns(self, num_columns: int) -> list[int]:
@@ -218,20 +220,28 @@ class EntityMemory:
         return scores.index_fill(-1, rows, float("-inf"))
 
     def scored_columns(self, entity_ids: Sequence[int]) -> list[int]:
-        """The scored columns of the entities ``entity_ids``, entity by entity in that order."""
-        masked = set(self.masked_columns(len(self.base_ids) + len(self.fresh_ids)))
-        by_entity: dict[int, list[int]] = {}
-        for column, column_id in enumerate(self.columns()):
-            if column not in masked:
-                by_entity.setdefault(self.entity_of(column_id), []).append(column)
-        return [column for entity_id in entity_ids for column in by_entity.get(entity_id, [])]
+        """The scored columns of the active entities ``entity_ids``, entity by entity in that order (each
+        entity's in column order): its representation (when scored) and its slots, in their fresh version
+        if they have one, else their base row (a dropped slot has left ``slots``)."""
+        num_base = len(self.base_ids)
+        found = []
+        for entity_id in entity_ids:
+            column_ids = ([entity_id] if self.score_representations else []) + self.slots.get(entity_id, [])
+            columns = []
+            for column_id in column_ids:
+                if column_id in self.fresh_ids:
+                    columns.append(num_base + self.fresh_ids.index(column_id))
+                else:  # a base row not superseded, as it has no fresh version
+                    columns.append(self.base_row[column_id])
+            found.extend(sorted(columns))
+        return found
 
     def _column(self, column_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The current embedding ``[span_dim]``, projection ``[ffnn]`` and prior of an active column."""
         if column_id in self.fresh_ids:
             position = self.fresh_ids.index(column_id)
             return self.fresh_embeddings[position], self.fresh_projections[position], self.fresh_priors[position]
-        row = self.base_ids.index(column_id)
+        row = self.base_row[column_id]
         return self.base_embeddings[row], self.base_projections[row], self.base_priors[row]
 
     def embedding(self, entity_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -248,8 +258,8 @@ class EntityMemory:
             self.fresh_projections[position] = projection
             self.fresh_priors[position] = prior
             return
-        if column_id in self.base_ids:
-            self.superseded.add(self.base_ids.index(column_id))
+        if column_id in self.base_row:
+            self.superseded.add(self.base_row[column_id])
         self.fresh_ids.append(column_id)
         self.fresh_embeddings.append(embedding)
         self.fresh_projections.append(projection)
@@ -277,7 +287,7 @@ class EntityMemory:
                 del column[position]
             del self.owner[slot_id], self.slot_span[slot_id]
         else:
-            self.superseded.add(self.base_ids.index(slot_id))
+            self.superseded.add(self.base_row[slot_id])
             self.dropped.append(slot_id)
 
     def add(self, embedding: torch.Tensor, projection: torch.Tensor, span: Span, prior: torch.Tensor) -> int:
@@ -590,7 +600,8 @@ class SegmentLoss:
             target_projection=target_projections[rows],
         )  # [n, C]
         if model.config.score == "calibrated":  # as _score_against adds them
-            bilinear = torch.einsum("nd,ncd->nc", sources[rows], entities[index]).float()  # [n, C]
+            # Against every row of the table, then gathered: no [n, C, D] copy of the entities (nor its backward).
+            bilinear = (sources[rows] @ entities.T).float().gather(1, index)  # [n, C]
             scores = scores + priors[index] + bilinear
         scores = (scores + mention_scores[rows].unsqueeze(1)).masked_fill(~valid, float("-inf"))  # [n, C]
         logits = torch.cat([scores.new_full((n, 1), model.config.threshold), scores], dim=1)  # [n, 1 + C]
@@ -970,6 +981,16 @@ class IncrementalCorefModel(nn.Module):
             return size / (size + 1)
         return torch.sigmoid(self.alpha(torch.cat([entity, mention]))).squeeze(0)  # scalar
 
+    def sampled_spans(self, spans: Sequence[Span], gold: GoldAntecedents) -> list[int]:
+        """The rows of the spans a training pass reads: every gold span and, with ``negative_sample_rate`` r < 1,
+        each other span with probability r (one host-side draw per span, made before any is read, so that
+        the segment's batched pass scores only these)."""
+        rate = self.config.negative_sample_rate
+        if rate >= 1.0:
+            return list(range(len(spans)))
+        draws = torch.rand(len(spans), device="cpu").tolist()
+        return [index for index, span in enumerate(spans) if draws[index] < rate or gold.is_gold(span)]
+
     def may_start_entity(self, mention_score: torch.Tensor) -> bool:
         """False for a span too unlikely a mention to start an entity (``min_mention_score``; it may join one)."""
         threshold = self.config.min_mention_score
@@ -993,6 +1014,7 @@ class IncrementalCorefModel(nn.Module):
         span had: the same loss and gradients, with one weight gradient of the fine FFNN per
         segment instead of one per span. (With dropout, the decisions and the loss then see
         different dropout masks.)
+        Training reads every gold span and the non-gold ones ``sampled_spans`` keeps.
         """
         config = self.config
         weights = self.pair_scorer.first_layer_parts()
@@ -1000,26 +1022,31 @@ class IncrementalCorefModel(nn.Module):
         candidate_projections = self.pair_scorer.project_candidates(embeddings, weights)  # [k, ffnn]
         sources = self.src_projection(embeddings) if self.uses_coarse else None  # [k, D]
         replay = SegmentLoss(memory) if train and gold is not None and config.batch_per_segment else None
-        base = None  # each span's scores against the entities at the segment's start
-        if config.batch_per_segment and (memory.base_ids or self.scores_own_spans) and len(starts):
+        spans = list(zip(starts, ends, strict=True))
+        read = self.sampled_spans(spans, gold) if train and gold is not None else list(range(len(spans)))
+        base = None  # each read span's scores against the entities at the segment's start
+        if config.batch_per_segment and (memory.base_ids or self.scores_own_spans) and read:
+            rows = torch.tensor(read, dtype=torch.long, device=embeddings.device) if len(read) < len(spans) else None
             with torch.set_grad_enabled(torch.is_grad_enabled() and replay is None):
                 base = self.base_scores(
                     memory,
-                    list(zip(starts, ends, strict=True)),
-                    embeddings,
-                    target_projections,
-                    candidate_projections,
-                    sources,
-                    mention_scores,
+                    [spans[index] for index in read],
+                    *(
+                        tensor if rows is None or tensor is None else tensor.index_select(0, rows)
+                        for tensor in (
+                            embeddings,
+                            target_projections,
+                            candidate_projections,
+                            sources,
+                            mention_scores,
+                        )
+                    ),
                     features,
                     weights,
                 )
         loss = None
-        for index, span in enumerate(zip(starts, ends, strict=True)):
-            is_gold = gold is not None and gold.is_gold(span)
-            if train and not is_gold and config.negative_sample_rate < 1.0:
-                if float(torch.rand((), device="cpu")) >= config.negative_sample_rate:  # a host-side draw
-                    continue  # a non-gold span left out of this training pass
+        for position, index in enumerate(read):
+            span = spans[index]
             mention = embeddings[index]  # [D]
             if len(memory) == 0:
                 if self.may_start_entity(mention_scores[index]):
@@ -1045,7 +1072,7 @@ class IncrementalCorefModel(nn.Module):
                     target_projections[index],
                     source,
                     required,
-                    base[index] if base is not None else None,
+                    base[position] if base is not None else None,
                 )  # [columns]
                 scores = scores + mention_scores[index]
                 logits = torch.cat([scores.new_full((1,), config.threshold), scores])  # [columns + 1], 0: new

@@ -4,8 +4,9 @@ Run: python benchmarks/incremental.py [--minutes 45] [--baseline-dir DIR] [--set
      python benchmarks/incremental.py --init-only   (dev F1 of each score form right after initialisation)
      python benchmarks/incremental.py --score-only DIR   (a trained incremental model against its baseline on
                                                           test, in a fresh process: F1 and inference time)
-     python benchmarks/incremental.py --throughput N [--set key=value ...]   (training documents/s of both
-                                                          models on the same N train documents, alternating)
+     python benchmarks/incremental.py --throughput N [--processes P] [--set key=value ...]   (training
+                                                          documents/s of both models on the same N train
+                                                          documents, alternating, in P processes)
 
 1. Segments LitBank fold 0 (../shared/corpora/litbank) at the baseline's segment length.
 2. Initialises the incremental model from the baseline benchmark's best model
@@ -23,7 +24,7 @@ The inference times of step 3 are measured in the process that trained, whose st
 both models (the incremental one more: it allocates many small tensors). ``--score-only`` times
 both on test in a fresh process, document by document in turn, for ``--rounds`` rounds: the ratio
 to quote. ``--throughput N`` times both models' training steps on the same N train documents, in
-turn, each by its own recipe.
+turn, each by its own recipe, in ``--processes`` training processes (``devices``).
 """
 
 from __future__ import annotations
@@ -52,8 +53,8 @@ from coref_pipeline.training import (
     incremental_settings,
     train_incremental,
 )
-from coref_pipeline.training.engine import Engine
-from coref_pipeline.training.loop import Recipe, configure_encoder_for_training, training_step
+from coref_pipeline.training.engine import Engine, rank_seed, shard
+from coref_pipeline.training.loop import configure_encoder_for_training, training_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from baseline import LITBANK, ROOT, parse_overrides, segmented_litbank  # noqa: E402
@@ -140,56 +141,76 @@ def score_only(args: argparse.Namespace) -> None:
     (args.work_dir / "score_only.json").write_text(json.dumps(rounds, indent=2) + "\n")
 
 
-def timed_steps(recipe: Recipe, model: CorefModel, documents: list, training: TrainingConfig, seed: int) -> float:
-    """Seconds per document of the recipe's training step (its crop, losses and optimisers) over ``documents``."""
+class ThroughputJob:
+    """What every process of a ``--throughput`` launch builds and times: one model's training steps."""
+
+    def __init__(self, name: str, args: argparse.Namespace, model_values: dict, training_values: dict) -> None:
+        self.name, self.baseline_dir, self.documents, self.passes = name, args.baseline_dir, args.throughput, 2
+        self.model_values, self.training_values = model_values, training_values
+
+
+def timed_passes_on_rank(engine: Engine, job: ThroughputJob) -> list[float]:
+    """On each process: the model by its own recipe, this process's share of the documents (one a step,
+    as ``devices`` training shards them), ``job.passes`` timed passes; seconds per pass, as rank 0 measured
+    them between barriers (DDP synchronises every step, so every process ends each pass with it)."""
+    baseline = CorefModel.load(job.baseline_dir)
+    config, training = incremental_settings(baseline, job.model_values, job.training_values)
+    if job.name == "baseline":
+        trained, recipe = baseline, baseline_recipe(baseline, training)
+        configure_encoder_for_training(baseline.model.encoder, training)
+    else:
+        trained = build_incremental(CorefModel.load(job.baseline_dir), config)
+        recipe = incremental_recipe(trained, training, "start")
+    documents = segmented_litbank(config.tokenizer_name, config.max_segment_len).documents(
+        "train", config.max_segment_len
+    )[: job.documents]
+    mine = shard(range(len(documents)), engine.rank, engine.world_size)
+    tensors = [trained.tensorize(documents[index]) for index in mine]
+    engine.setup(trained.model)
     optimisers = recipe.optimisers(10_000)
-    engine = Engine(replace(training, device="cpu"))
-    generator = torch.Generator().manual_seed(seed)
-    model.model.train()
-    started = time.perf_counter()
-    for document in documents:
-        if recipe.max_segments is not None:
-            document = random_crop(document, recipe.max_segments, generator)
-        training_step(recipe.losses, document, optimisers, training.gradient_clip, engine)
-    return (time.perf_counter() - started) / len(documents)
+    generator = torch.Generator().manual_seed(rank_seed(0, engine.rank))
+    trained.model.train()
+    seconds = []
+    for _ in range(job.passes):
+        engine.barrier()
+        started = time.perf_counter()
+        for document in tensors:
+            if recipe.max_segments is not None:
+                document = random_crop(document, recipe.max_segments, generator)
+            training_step(recipe.losses, document, optimisers, training.gradient_clip, engine)
+        engine.barrier()
+        seconds.append(time.perf_counter() - started)
+    return seconds
 
 
 def training_throughput(args: argparse.Namespace, model_values: dict, training_values: dict) -> None:
-    """Training seconds per document of both models on the same train documents, in one process, alternating.
+    """Training documents/s of both models on the same N train documents, each by its own recipe, in
+    ``--processes`` processes (``devices``: one thread each when there are several), alternating.
 
-    Each model trains by its own recipe in the training precision: the baseline (its crop of
-    ``max_training_sentences`` segments, the encoder fine-tuned) from its trained weights, the
-    incremental model (initialised from it, with the ``--set`` keys) with its encoder outputs
-    cached, so that its first round computes them and later rounds read them, as epochs do.
+    Each round launches the baseline (its crop of ``max_training_sentences`` segments, the encoder
+    fine-tuned, from its trained weights), then the incremental model (initialised from it, with the
+    ``--set`` keys, its frozen encoder's outputs cached); each times two passes over the documents: the
+    baseline's second, and the incremental model's first (encoder computed) and second (outputs cached,
+    as later epochs read them).
     """
-    baseline = CorefModel.load(args.baseline_dir)
-    config, training = incremental_settings(baseline, model_values, training_values)
-    incremental = build_incremental(CorefModel.load(args.baseline_dir), config)
-    configure_encoder_for_training(baseline.model.encoder, training)
-    documents = segmented_litbank(config.tokenizer_name, config.max_segment_len).documents(
-        "train", config.max_segment_len
-    )[: args.throughput]
-    tensors = {"baseline": [baseline.tensorize(d) for d in documents]}
-    tensors["incremental"] = [incremental.tensorize(d) for d in documents]
-    recipes = {
-        "baseline": (baseline_recipe(baseline, training), baseline),
-        "incremental": (incremental_recipe(incremental, training, "start"), incremental),
-    }
+    training = TrainingConfig.from_dict(training_values)
     rounds = []
-    for number in range(args.rounds):
-        rounds.append(
-            {
-                name: timed_steps(recipe, model, tensors[name], training, seed=number)
-                for name, (recipe, model) in recipes.items()
-            }
-        )
-    print(f"{'round':<6} {'baseline docs/s':>16} {'incremental docs/s':>19} {'ratio':>6}  ({len(documents)} documents)")
-    for number, seconds in enumerate(rounds, 1):
-        base, incr = 1 / seconds["baseline"], 1 / seconds["incremental"]
-        note = "  (incremental: encoder computed)" if number == 1 else "  (incremental: encoder outputs cached)"
-        print(f"{number:<6} {base:>16.3f} {incr:>19.3f} {incr / base:>6.2f}{note}")
+    for _ in range(args.rounds):
+        measured = {}
+        for name in ("baseline", "incremental"):
+            engine = Engine(replace(training, device="cpu", devices=args.processes))
+            job = ThroughputJob(name, args, model_values, training_values)
+            measured[name] = [args.throughput / seconds for seconds in engine.launch(timed_passes_on_rank, job)]
+        rounds.append(measured)
+    print(
+        f"{'round':<6} {'baseline docs/s':>16} {'incremental docs/s (encoder computed)':>38} "
+        f"{'(outputs cached)':>17} {'ratio (cached)':>15}  ({args.throughput} documents, {args.processes} process(es))"
+    )
+    for number, rates in enumerate(rounds, 1):
+        base, (computed, cached) = rates["baseline"][-1], rates["incremental"]
+        print(f"{number:<6} {base:>16.3f} {computed:>38.3f} {cached:>17.3f} {cached / base:>15.2f}")
     args.work_dir.mkdir(parents=True, exist_ok=True)
-    results = {"model": config.to_dict(), "training": training.to_dict(), "seconds_per_document": rounds}
+    results = {"processes": args.processes, "documents": args.throughput, "documents_per_second": rounds}
     (args.work_dir / "throughput.json").write_text(json.dumps(results, indent=2) + "\n")
 
 
@@ -203,6 +224,9 @@ def main() -> None:
     parser.add_argument("--score-only", type=Path, metavar="DIR", help="only score this trained incremental model")
     parser.add_argument("--rounds", type=int, default=2, help="--score-only, --throughput: timing rounds")
     parser.add_argument("--throughput", type=int, metavar="N", help="only time training steps on N train documents")
+    parser.add_argument(
+        "--processes", type=int, default=1, help="--throughput: training processes (devices), one thread each if > 1"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if not LITBANK.is_dir():
@@ -236,8 +260,11 @@ def main() -> None:
         score_only(args)
         return
     if args.throughput is not None:
-        if args.throughput < 1 or args.rounds < 1:
-            sys.exit(f"--throughput and --rounds must be at least 1, got {args.throughput} and {args.rounds}")
+        if min(args.throughput, args.rounds, args.processes) < 1:
+            sys.exit(
+                f"--throughput, --rounds and --processes must be at least 1, got {args.throughput}, {args.rounds} "
+                f"and {args.processes}"
+            )
         training_throughput(args, model_values, training_values)
         return
     baseline = CorefModel.load(args.baseline_dir)
@@ -266,6 +293,7 @@ def main() -> None:
         "train_minutes": state["train_seconds"] / 60,
         "wall_minutes_with_evaluation": wall_minutes,
         "steps": state["global_step"],
+        "documents": state["global_step"] * training.world_size,  # each process reads one a step
         "best_dev_f1": state["best_f1"],
         "best_step": state["best_step"],
         "test": {"incremental": incremental_test, "baseline": baseline_test},
@@ -282,7 +310,8 @@ def main() -> None:
         )
     print(f"difference (incremental - baseline): {results['difference_f1']:+.2f} F1")
     print(
-        f"incremental training: {results['train_minutes']:.1f} min ({state['global_step']} documents), "
+        f"incremental training: {results['train_minutes']:.1f} min ({results['documents']} documents, "
+        f"{results['documents'] / state['train_seconds']:.3f} documents/s), "
         f"best dev {state['best_f1']:.2f} at step {state['best_step']}; peak RSS {results['peak_rss_mb']:.0f} MB"
     )
 

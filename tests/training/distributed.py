@@ -115,6 +115,28 @@ def _record_writes(out: Path, rank: int) -> None:
     loop.save_checkpoint, CorefModel.save, loop.train_loop = recorded_checkpoint, recorded_model, keep_final_weights
 
 
+def _record_threads(out: Path, rank: int) -> None:
+    """The threads this process computes with, one line per training step and per dev evaluation, in
+    ``out/threads-rank<R>.txt``."""
+    from coref_pipeline.training import loop
+
+    log = out / f"threads-rank{rank}.txt"
+    log.write_text("")
+    training_step, predict_documents = loop.training_step, CorefModel.predict_documents
+
+    def recorded_step(*args, **kwargs):
+        with log.open("a") as handle:
+            handle.write(f"step {torch.get_num_threads()}\n")
+        return training_step(*args, **kwargs)
+
+    def recorded_evaluation(self, *args, **kwargs):
+        with log.open("a") as handle:
+            handle.write(f"evaluation {torch.get_num_threads()}\n")
+        return predict_documents(self, *args, **kwargs)
+
+    loop.training_step, CorefModel.predict_documents = recorded_step, recorded_evaluation
+
+
 def main() -> None:
     """One rank under torchrun: train, recording what this rank writes and its final weights."""
     parser = argparse.ArgumentParser()
@@ -124,6 +146,7 @@ def main() -> None:
     arguments = parser.parse_args()
     rank = int(os.environ["RANK"])
     _record_writes(arguments.out, rank)
+    _record_threads(arguments.out, rank)
     train(arguments.work_dir, arguments.dropout)
 
 

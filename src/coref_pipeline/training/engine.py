@@ -30,8 +30,8 @@ from __future__ import annotations
 import logging
 import os
 import warnings
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import timedelta
 from typing import Any
 
@@ -122,6 +122,21 @@ class Engine:
     @property
     def device(self) -> torch.device:
         return self.fabric.device
+
+    @contextmanager
+    def all_node_cores(self) -> Iterator[None]:
+        """For work rank 0 does while the other ranks wait for it (dev evaluation, the best model's save):
+        CPU processes take this node's cores, which their ``devices`` share in training (each rank waits
+        blocked in a collective, not spinning), then give them back."""
+        threads = torch.get_num_threads()
+        if self.world_size == 1 or self.device.type != "cpu":
+            yield
+            return
+        torch.set_num_threads(os.cpu_count() or threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
 
     def barrier(self) -> None:
         if self.world_size > 1:

@@ -261,7 +261,10 @@ def train_loop(
         stop = False
         if main:
             started = clock()
-            with average.in_place_of_weights() if average is not None else contextlib.nullcontext():
+            with (
+                engine.all_node_cores(),
+                average.in_place_of_weights() if average is not None else contextlib.nullcontext(),
+            ):
                 model.eval()
                 with torch.no_grad():
                     metrics = evaluate()

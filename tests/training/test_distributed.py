@@ -118,14 +118,16 @@ def test_torchrun_ranks_hold_identical_weights_equal_to_accumulation_and_only_ra
     assert sorted(path.name for path in (work_dir / "checkpoints").iterdir()) == ["LATEST", "step-0000004"]
 
     # The ranks share the node's cores in training; rank 0 takes them all to evaluate while rank 1 waits.
-    threads = {rank: (out / f"threads-rank{rank}.txt").read_text().split() for rank in range(WORLD_SIZE)}
+    def threads(rank: int, kind: str) -> list[int]:
+        lines = (line.split() for line in (out / f"threads-rank{rank}.txt").read_text().splitlines())
+        return [int(count) for what, count in lines if what == kind]
+
     cores = os.cpu_count() or 1
     for rank in range(WORLD_SIZE):
-        steps = [int(n) for kind, n in zip(threads[rank][::2], threads[rank][1::2], strict=True) if kind == "step"]
-        assert steps == [max(1, cores // WORLD_SIZE)] * 4
-    evaluations = [int(n) for kind, n in zip(threads[0][::2], threads[0][1::2], strict=True) if kind == "evaluation"]
+        assert threads(rank, "step") == [max(1, cores // WORLD_SIZE)] * 4
+    evaluations = threads(0, "evaluation")
     assert len(evaluations) >= 2 and set(evaluations) == {cores}
-    assert "evaluation" not in threads[1]
+    assert threads(1, "evaluation") == []
 
 
 def test_spawned_workers_train_as_torchrun_ranks_and_resume_after_a_kill(tmp_path):

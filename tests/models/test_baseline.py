@@ -205,6 +205,19 @@ def test_bucket_distance_of_rank_offsets():
     assert bucket_distance(torch.tensor([[1, 6], [9, 70]])).tolist() == [[1, 5], [6, 9]]
 
 
+def original_loss(output, document) -> tuple[torch.Tensor, torch.Tensor]:
+    """The original antecedent loss of a forward pass, computed here, and the kept spans' gold cluster ids."""
+    span_ids = span_cluster_ids(
+        output.top_span_starts,
+        output.top_span_ends,
+        document.gold_starts,
+        document.gold_ends,
+        document.gold_cluster_ids,
+    )
+    loss = antecedent_loss(output.top_antecedent_scores, output.top_antecedents, output.top_antecedent_mask, span_ids)
+    return loss, span_ids
+
+
 def test_mention_loss_coef_0_gives_exactly_the_original_loss_and_a_coefficient_adds_the_mention_loss():
     document = tiny_tensors(make_document(num_segments=3), tiny_config())
     losses = {}
@@ -213,17 +226,7 @@ def test_mention_loss_coef_0_gives_exactly_the_original_loss_and_a_coefficient_a
         model = BaselineCorefModel(tiny_config(mention_loss_coef=coef), tiny_encoder(seed=4))
         model.eval()
         output = model(document)
-        span_ids = span_cluster_ids(
-            output.top_span_starts,
-            output.top_span_ends,
-            document.gold_starts,
-            document.gold_ends,
-            document.gold_cluster_ids,
-        )
-        original = antecedent_loss(
-            output.top_antecedent_scores, output.top_antecedents, output.top_antecedent_mask, span_ids
-        )
-        losses[coef] = (output.loss, original, mention_loss(output, document))
+        losses[coef] = (output.loss, original_loss(output, document)[0], mention_loss(output, document))
     loss, original, _ = losses[0.0]
     assert torch.equal(loss, original)
     loss, original, mentions = losses[0.5]
@@ -231,6 +234,31 @@ def test_mention_loss_coef_0_gives_exactly_the_original_loss_and_a_coefficient_a
     assert mentions > 0 and torch.allclose(loss, original + 0.5 * mentions)
     with pytest.raises(ConfigError, match="mention_loss_coef must be 0 or more"):
         tiny_config(mention_loss_coef=-1.0)
+
+
+def test_a_mention_loss_over_the_top_spans_is_coref_hois_on_the_kept_spans():
+    document = tiny_tensors(make_document(num_segments=3), tiny_config())
+    found = {}
+    for spans in ("candidates", "top"):
+        torch.manual_seed(0)
+        config = tiny_config(mention_loss_coef=0.5, mention_loss_spans=spans, top_span_ratio=0.9)
+        model = BaselineCorefModel(config, tiny_encoder(seed=4))
+        output = model.train()(document)
+        found[spans] = output
+    output = found["top"]
+    original, span_ids = original_loss(output, document)
+    scores = output.top_span_mention_scores  # [k]
+    assert (span_ids > 0).any() and (span_ids == 0).any()
+    expected = torch.nn.functional.softplus(torch.where(span_ids > 0, -scores, scores)).sum()
+    torch.testing.assert_close(output.loss, original + 0.5 * expected)
+    # Only the candidates' loss reads (and backpropagates through) every candidate's score.
+    assert found["candidates"].candidate_mention_scores.requires_grad
+    assert not output.candidate_mention_scores.requires_grad and scores.requires_grad
+    # The same dropout draws: the same spans kept, and the loss over the candidates is another number.
+    assert torch.equal(found["candidates"].top_span_starts, output.top_span_starts)
+    assert not torch.allclose(found["candidates"].loss, output.loss)
+    with pytest.raises(ConfigError, match="mention_loss_spans must be one of"):
+        tiny_config(mention_loss_spans="gold")
 
 
 def test_the_mention_loss_labels_every_gold_mention_singletons_included():

@@ -387,6 +387,34 @@ def test_mention_loss_coef_adds_the_weighted_mention_loss_of_every_segments_cand
         incremental_config(mention_loss_coef=-0.1)
 
 
+def test_a_mention_loss_over_the_top_spans_is_over_each_segments_kept_spans():
+    document = tiny_tensors(make_document(num_segments=3, seed=2), incremental_config())
+    losses = {}
+    for coef in (0.0, 0.5):
+        torch.manual_seed(0)
+        config = incremental_config(mention_loss_coef=coef, mention_loss_spans="top", top_span_ratio=0.9)
+        model = IncrementalCorefModel(config, tiny_encoder(seed=4)).train()
+        losses[coef] = segment_losses(model, document)
+        mention_grad = model.span_scorer.mention_scores.output.weight.grad
+    gold = set(zip(document.gold_starts.tolist(), document.gold_ends.tolist(), strict=True))
+    expected, offset, all_labels = [], 0, []
+    with torch.no_grad():
+        for index, length in enumerate(document.attention_mask.sum(dim=1).tolist()):
+            starts, ends, _, scores, _ = model.segment_spans(document, model.encode_segment(document, index), offset)
+            labels = torch.tensor(
+                [(s + offset, e + offset) in gold for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+            )
+            all_labels.append(labels)
+            expected.append(float(torch.nn.functional.softplus(torch.where(labels, -scores, scores)).sum()))
+            offset += length
+    kept_labels = torch.cat(all_labels)
+    assert kept_labels.any() and not kept_labels.all()  # gold and other kept spans
+    assert len(losses[0.0]) == len(losses[0.5]) == len(expected)
+    for without, with_mentions, mentions in zip(losses[0.0], losses[0.5], expected, strict=True):
+        assert with_mentions == pytest.approx(without + 0.5 * mentions, rel=1e-5)
+    assert mention_grad is not None and mention_grad.abs().sum() > 0
+
+
 @pytest.mark.parametrize("pair_features", ["paper", "baseline"])
 def test_a_one_mention_entity_scores_as_the_baseline_scores_that_antecedent(pair_features):
     """score: calibrated = PAIRSCORE + s_m(m) + s_m(e's mention) + coarse: the baseline's antecedent score.
@@ -698,12 +726,26 @@ def test_batch_per_segment_in_chunks_of_spans_makes_the_same_decisions(monkeypat
     assert max(logs[1].index_rows) == 1 and max(logs[default].index_rows) > 1
 
 
-def test_batched_training_computes_a_segments_loss_in_one_pass(monkeypatch):
-    """The decisions run without gradients; the fine FFNN runs with them once per segment (the loss's pass)."""
+@pytest.mark.parametrize(
+    "overrides",
+    [dict(max_top_entities=2), dict(max_top_entities=3, recent_mentions=2, entity_representation=False)],
+    ids=["representations", "mention_columns"],
+)
+def test_batched_training_reads_the_loss_from_the_segments_batched_pass(monkeypatch, overrides):
+    """The decisions run without gradients; the fine FFNN runs with them in each segment's batched pass, whose
+    scores the loss reads, and once more for the options scored on demand (span by span: once per span)."""
     document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
-    graph_calls = {}
+    graph_calls, options = {}, {"batched": 0, "on demand": 0}
+    segment_loss = incremental_module.SegmentLoss.loss
+
+    def counted_loss(replay, *args):
+        options["batched"] += sum(len(batched) for batched in replay.batched)
+        options["on demand"] += sum(len(scored) for scored in replay.options)
+        return segment_loss(replay, *args)
+
+    monkeypatch.setattr(incremental_module.SegmentLoss, "loss", counted_loss)
     for batch in (True, False):
-        model = batching_model(batch, score="calibrated", max_top_entities=2).train()
+        model = batching_model(batch, score="calibrated", **overrides).train()
         scores, calls = model.pair_scorer.scores, []
 
         def counted(*args, scores=scores, calls=calls, **kwargs):
@@ -713,8 +755,10 @@ def test_batched_training_computes_a_segments_loss_in_one_pass(monkeypatch):
         monkeypatch.setattr(model.pair_scorer, "scores", counted)
         losses = list(model.training_losses(document))
         graph_calls[batch] = sum(calls)
-    assert graph_calls[True] == len(losses) >= 3  # one graph-building call per segment with a loss
-    assert graph_calls[False] > 5 * graph_calls[True]  # one per span
+    assert len(losses) >= 3
+    assert len(losses) <= graph_calls[True] <= 2 * len(losses)  # the batched pass (+ the options scored on demand)
+    assert graph_calls[False] > 2 * graph_calls[True]  # one per span
+    assert options["batched"] > options["on demand"]  # most of the loss's options from the batched pass
 
 
 def test_recent_mentions_are_kept_as_scoring_columns_of_their_entity():

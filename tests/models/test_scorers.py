@@ -1,10 +1,15 @@
-"""The scorers shared by both models: the pair scorer's first layer under mixed precision."""
+"""The scorers shared by both models: the pair scorer's first layer under mixed precision, the span scorer's pruning."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from coref_pipeline.models.baseline import BaselineCorefModel
+from coref_pipeline.models.config import IncrementalConfig
+from coref_pipeline.models.incremental import IncrementalCorefModel
+from coref_pipeline.models.scorers import PairScorer
+from coref_pipeline.models.spans import candidate_spans
 
 from .tiny import tiny_config, tiny_encoder
 
@@ -33,3 +38,92 @@ def test_the_pair_scorers_first_layer_parts_are_cast_once_under_autocast_with_th
     (once, once_grad), (views, views_grad) = results
     assert torch.equal(once, views)
     assert torch.equal(once_grad, views_grad) and once_grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_top_spans_in_training_scores_the_kept_spans_again_with_the_candidates_dropout_masks(depth):
+    """Without a loss on every candidate, the candidates are scored without a graph and the kept spans again:
+    the same kept spans, scores and gradients as one pass with a graph over every candidate."""
+    torch.manual_seed(0)
+    scorer = BaselineCorefModel(tiny_config(dropout_rate=0.3, ffnn_depth=depth), tiny_encoder(seed=1)).span_scorer
+    scorer.train()
+    hidden_values = torch.randn(40, 32)
+    sentence_map = torch.tensor([0] * 15 + [1] * 25)
+    starts, ends = candidate_spans(sentence_map, 5)
+    weights = torch.randn(12)
+    found = {}
+    for one_pass in (True, False):
+        scorer.zero_grad()
+        hidden = hidden_values.clone().requires_grad_(True)  # a fine-tuned encoder's output
+        torch.manual_seed(7)  # the same dropout draws
+        top = scorer.top_spans(hidden, starts, ends, 12, candidate_gradients=one_pass)
+        (top.scores * weights).sum().backward()
+        gradients = {name: p.grad.clone() for name, p in scorer.named_parameters() if p.grad is not None}
+        found[one_pass] = (top, hidden.grad, gradients)
+    (whole, whole_hidden, whole_gradients), (split, split_hidden, split_gradients) = found[True], found[False]
+    assert whole.candidate_scores.requires_grad and not split.candidate_scores.requires_grad
+    assert torch.equal(whole.kept, split.kept) and whole.kept.numel() == 12
+    torch.testing.assert_close(split.candidate_scores, whole.candidate_scores.detach())
+    # The kept spans' scores from g against the rearranged candidate form: the tolerance of
+    # test_rearranged_mention_scores_equal_the_direct_ones (another summation order).
+    torch.testing.assert_close(split.scores, whole.scores, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(split.embeddings, whole.embeddings)
+    torch.testing.assert_close(split_hidden, whole_hidden, rtol=1e-4, atol=1e-5)
+    assert split_gradients.keys() == whole_gradients.keys() and "mention_scores.hidden.0.weight" in split_gradients
+    for name, gradient in whole_gradients.items():
+        torch.testing.assert_close(split_gradients[name], gradient, rtol=1e-4, atol=1e-5, msg=name)
+    # The masks matter: without dropout the kept spans score otherwise.
+    with torch.no_grad():
+        undropped = scorer.eval().top_spans(hidden_values, starts, ends, 12, candidate_gradients=False)
+    assert not torch.allclose(undropped.candidate_scores, whole.candidate_scores.detach())
+
+
+def test_without_autograd_top_spans_takes_the_kept_spans_scores_from_the_candidates():
+    torch.manual_seed(0)
+    scorer = BaselineCorefModel(tiny_config(), tiny_encoder(seed=1)).span_scorer.eval()
+    starts, ends = candidate_spans(torch.zeros(30, dtype=torch.long), 4)
+    with torch.no_grad():
+        top = scorer.top_spans(torch.randn(30, 32), starts, ends, 8, candidate_gradients=False)
+    assert torch.equal(top.scores, top.candidate_scores[top.kept])
+
+
+def test_fixed_columns_split_the_product_gemm_with_the_same_scores_and_parameter_gradients():
+    """A frozen encoder's h_start and h_end take no gradient: the split GEMM gives the same scores and
+    parameter gradients, and the gradient of the other columns of g."""
+    torch.manual_seed(0)
+    config = tiny_config()
+    found = {}
+    for fixed in (0, 64):  # 2 x the tiny encoder's hidden size
+        torch.manual_seed(0)
+        scorer = PairScorer(config, 3 * 32 + config.feature_size, fixed_columns=fixed)
+        torch.manual_seed(1)
+        frozen = torch.randn(7, 64)  # no gradient: an encoder's output
+        learned = torch.randn(7, scorer.span_dim - 64, requires_grad=True)  # width and head parts
+        spans = torch.cat([frozen, learned], dim=1)  # g [7, D]
+        index = torch.tensor([[0, 1, 2], [1, 2, 3], [4, 5, 6]])
+        scores = scorer.scores(spans[:3], spans, index, torch.randn(3, 3, scorer.feature_size))  # [3, 3]
+        (scores * torch.arange(9.0).view(3, 3)).sum().backward()
+        gradients = {name: p.grad.clone() for name, p in scorer.named_parameters() if p.grad is not None}
+        found[fixed] = (scores.detach(), learned.grad.clone(), gradients)
+    (scores, learned_grad, gradients), (split_scores, split_learned_grad, split_gradients) = found[0], found[64]
+    torch.testing.assert_close(split_scores, scores)
+    torch.testing.assert_close(split_learned_grad, learned_grad)
+    assert split_gradients.keys() == gradients.keys() and "slow_antecedent_scores.hidden.0.weight" in gradients
+    for name, gradient in gradients.items():
+        torch.testing.assert_close(split_gradients[name], gradient, msg=name)
+
+
+@pytest.mark.parametrize(
+    ("values", "fixed"),
+    [
+        (dict(entity_representation=False, recent_mentions=2), 64),
+        (dict(update="mean"), 64),
+        (dict(), 0),  # a learned update mixes h_start and h_end into the representations scored
+        (dict(entity_representation=False, recent_mentions=2, finetune_encoder=True), 0),
+    ],
+)
+def test_the_incremental_model_fixes_the_columns_of_a_frozen_encoder_no_learned_weight_mixes(values, fixed):
+    baseline = tiny_config()
+    config = IncrementalConfig.from_baseline(baseline, values)
+    model = IncrementalCorefModel(config, tiny_encoder(seed=1))
+    assert model.pair_scorer.fixed_columns == fixed

@@ -19,7 +19,7 @@ from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.layers import Dropout, init_weights
 from coref_pipeline.models.scorers import NUM_DISTANCE_BUCKETS, PairScorer, SpanScorer, compute_dtype
-from coref_pipeline.models.spans import bucket_distance, gold_mention_loss, prune_spans, span_cluster_ids
+from coref_pipeline.models.spans import bucket_distance, gold_mention_loss, span_cluster_ids
 
 
 @dataclass
@@ -31,6 +31,7 @@ class CorefOutput:
     candidate_mention_scores: torch.Tensor  # [num_candidates]
     top_span_starts: torch.Tensor  # [k]
     top_span_ends: torch.Tensor  # [k]
+    top_span_mention_scores: torch.Tensor  # [k]
     top_span_emb: torch.Tensor  # [k, span_dim]: the embeddings the last fine scores were computed from
     top_antecedents: torch.Tensor  # [k, c] indices into the kept spans
     top_antecedent_mask: torch.Tensor  # [k, c] bool: a real, earlier antecedent
@@ -162,15 +163,13 @@ class BaselineCorefModel(nn.Module):
         hidden = self.encoder(document.input_ids, document.attention_mask)  # [n, H]
         num_tokens = hidden.shape[0]
         starts, ends = document.candidate_spans(config.max_span_width, config.word_boundary_spans)
-        width_features = self.span_scorer.width_features(starts, ends)  # [num_candidates, F]
-        mention_scores = self.span_scorer.score_candidates(hidden, starts, ends, width_features)  # [num_candidates]
-
         k = min(config.max_num_extracted_spans, int(num_tokens * config.top_span_ratio), starts.shape[0])
         k = max(k, 1) if starts.shape[0] else 0
-        kept = prune_spans(mention_scores, starts, ends, k)  # [k]
+        candidate_loss = bool(config.mention_loss_coef) and config.mention_loss_spans == "candidates"
+        mention_scores, kept, top_scores, span_emb = self.span_scorer.top_spans(
+            hidden, starts, ends, k, candidate_gradients=candidate_loss
+        )  # [num_candidates], [k], [k], [k, D]
         top_starts, top_ends = starts[kept], ends[kept]
-        top_scores = mention_scores[kept]  # [k]
-        span_emb = self.span_scorer.span_embeddings(hidden, top_starts, top_ends, width_features[kept])  # [k, D]
 
         coarse = self.coarse_scores(span_emb, top_scores)  # [k, k]
         antecedents, antecedent_mask, top_coarse = self.top_antecedents(coarse)  # [k, c]
@@ -194,6 +193,7 @@ class BaselineCorefModel(nn.Module):
             candidate_mention_scores=mention_scores,
             top_span_starts=top_starts,
             top_span_ends=top_ends,
+            top_span_mention_scores=top_scores,
             top_span_emb=span_emb,
             top_antecedents=antecedents,
             top_antecedent_mask=antecedent_mask,
@@ -221,19 +221,18 @@ class BaselineCorefModel(nn.Module):
             output.top_antecedent_scores, output.top_antecedents, output.top_antecedent_mask, span_ids
         )
         if self.config.mention_loss_coef:
-            loss = loss + self.config.mention_loss_coef * mention_loss(output, document)
+            loss = loss + self.config.mention_loss_coef * mention_loss(output, document, self.config.mention_loss_spans)
         return loss
 
 
-def mention_loss(output: CorefOutput, document: DocumentTensors) -> torch.Tensor:
-    """Summed binary cross-entropy of every candidate's mention score against being a gold mention (fp32)."""
-    return gold_mention_loss(
-        output.candidate_starts,
-        output.candidate_ends,
-        output.candidate_mention_scores,
-        document.gold_starts,
-        document.gold_ends,
-    )
+def mention_loss(output: CorefOutput, document: DocumentTensors, spans: str = "candidates") -> torch.Tensor:
+    """Summed binary cross-entropy of each candidate's (``spans``: candidates) or kept span's (top) mention score
+    against being a gold mention (fp32)."""
+    if spans == "top":
+        starts, ends, scores = output.top_span_starts, output.top_span_ends, output.top_span_mention_scores
+    else:
+        starts, ends, scores = output.candidate_starts, output.candidate_ends, output.candidate_mention_scores
+    return gold_mention_loss(starts, ends, scores, document.gold_starts, document.gold_ends)
 
 
 def antecedent_loss(

@@ -34,6 +34,10 @@ __all__ = [
 
 
 PRECISIONS = ("32", "bf16-mixed", "16-mixed")
+# The spans the auxiliary mention loss (mention_loss_coef) is over: "candidates", every candidate span (a pruned
+# gold mention is pushed up too; Toshniwal et al.'s); "top", the spans pruning keeps (coref-hoi's), whose
+# backward pass is over those spans only (SpanScorer.top_spans).
+MENTION_LOSS_SPANS = ("candidates", "top")
 STRATEGIES = ("auto", "ddp")
 
 
@@ -43,6 +47,10 @@ def _check_span_selection(config: BaselineConfig | IncrementalConfig) -> None:
     _check_range("dropout_rate", config.dropout_rate, 0.0, 0.999999)
     if config.mention_loss_coef < 0:
         raise ConfigError(f"mention_loss_coef must be 0 or more, got {config.mention_loss_coef}")
+    if config.mention_loss_spans not in MENTION_LOSS_SPANS:
+        raise ConfigError(
+            f"mention_loss_spans must be one of {list(MENTION_LOSS_SPANS)}, got {config.mention_loss_spans!r}"
+        )
 
 
 def _check_range(name: str, value: float, low: float, high: float, low_open: bool = False) -> None:
@@ -125,10 +133,12 @@ class BaselineConfig(SpanModelConfig):
     dropout_rate: float = 0.3
     # Inference: a document with more subtokens than this is refused (use the incremental model).
     max_inference_subtokens: int = 30000
-    # Weight of an auxiliary mention loss: binary cross-entropy of every candidate's mention score
-    # against "is a gold mention" (singletons included), as coref-hoi's mention_loss_coef but over
-    # all candidates, so that a pruned gold mention is pushed up too. 0: the original loss only.
+    # Weight of an auxiliary mention loss: binary cross-entropy of each span's mention score against
+    # "is a gold mention" (singletons included), over every candidate (mention_loss_spans: candidates,
+    # so that a pruned gold mention is pushed up too) or over the kept spans (top: coref-hoi's
+    # mention_loss_coef). 0: the original loss only.
     mention_loss_coef: float = 0.0
+    mention_loss_spans: str = "candidates"  # or "top" (MENTION_LOSS_SPANS)
     # Inference only: an antecedent whose coarse score is at most this is not scored by the fine
     # FFNN (its score is -inf), so the fine stage's cost follows the plausible pairs. None: every
     # one of the max_top_antecedents is (the original). Training always scores them all.
@@ -187,8 +197,10 @@ class IncrementalConfig(SpanModelConfig):
     pair_features: str = "paper"  # or "baseline" (PAIR_FEATURES)
     negative_sample_rate: float = 1.0  # share of non-gold spans that enter training
     teacher_forcing_rate: float = 0.0  # share of training decisions replaced by the gold one
-    # The baseline's auxiliary mention loss (BaselineConfig), over each segment's candidates; 0: the paper's loss.
+    # The baseline's auxiliary mention loss (BaselineConfig), over each segment's candidates or its kept spans
+    # (mention_loss_spans: candidates | top); 0: the paper's loss.
     mention_loss_coef: float = 0.0
+    mention_loss_spans: str = "candidates"
     # Train on a random window of max_training_sentences segments of each document, as the baseline
     # trains; false: whole documents (the paper's).
     crop_training_documents: bool = False

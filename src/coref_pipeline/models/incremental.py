@@ -34,7 +34,8 @@ only: with N covering every mention, no eviction, every earlier span among the
 baseline's antecedents and ``pair_features: baseline``, the baseline's decisions.
 
 ``mention_loss_coef`` adds the baseline's auxiliary mention loss over each
-segment's candidate spans to the training loss.
+segment's candidate spans (or its kept spans: ``mention_loss_spans: top``) to the
+training loss.
 
 With ``batch_per_segment`` all of a segment's kept spans are scored against the
 entities as they were at its start in one pass of the fine FFNN; span by span
@@ -42,7 +43,8 @@ only the entities created or updated in the segment are scored: the same
 decisions as scoring every span on its own. With mention columns only and
 ``max_top_entities``, a mention column never changes once made, so that pass
 also scores each span against the segment's earlier spans (the slots they
-become), and span by span almost nothing is left to score.
+become), and span by span almost nothing is left to score. In training that pass
+runs with gradients and the segment's loss reads the options it scored from it.
 """
 
 from __future__ import annotations
@@ -60,7 +62,7 @@ from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.layers import FFNN
 from coref_pipeline.models.scorers import PairScorer, SpanScorer
-from coref_pipeline.models.spans import bucket_distance, gold_mention_loss, prune_spans
+from coref_pipeline.models.spans import bucket_distance, gold_mention_loss
 
 logger = logging.getLogger(__name__)
 
@@ -507,23 +509,29 @@ class SegmentLoss:
     """A segment's training loss computed once its decisions are made (``batch_per_segment``).
 
     While the spans are resolved (without gradients) it records, for each span that got
-    a loss, the options it had: the columns whose score was finite, as rows of a table of
-    the base entities (detached) followed by every version an entity took in the segment
-    (created or updated: tensors of the segment's graph), each with the distance the
-    feature saw and which options were gold. ``loss`` then scores all of them in one pass
-    of the fine FFNN and sums ``logsumexp(options) - logsumexp(gold options)``.
+    a loss, the options it had: the columns whose score was finite, each with where its score
+    is in the segment's graph. Most come from the segment's batched pass (``base_scores``, run
+    with gradients in training): the span's row of that pass and the column in it. The others,
+    scored on demand during the decisions, are rows of a table of the base entities (detached)
+    followed by every version an entity took in the segment (created or updated: tensors of
+    the segment's graph), each with the distance the feature saw. ``loss`` scores those in one
+    pass of the fine FFNN, gathers the rest from the batched pass, and sums
+    ``logsumexp(options) - logsumexp(gold options)``.
     """
 
-    def __init__(self, memory: EntityMemory) -> None:
+    def __init__(self, memory: EntityMemory, batch: torch.Tensor | None = None) -> None:
         self.num_base = len(memory.base_ids)
         self.base = (memory.base_embeddings, memory.base_projections, memory.base_priors)
+        self.batch = batch  # [read spans, T]: base_scores' fine scores, in the segment's graph (None: no such pass)
         self.versions: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (embedding, projection, prior)
         self.version_of: dict[int, int] = {}  # column id -> its latest version (a fresh column)
         self.spans: list[int] = []  # the span's row in the segment's kept spans
-        self.options: list[list[int]] = []  # table rows of its finite columns
+        self.positions: list[int] = []  # the span's row in ``batch`` (0 when it has none)
+        self.options: list[list[int]] = []  # table rows of its finite columns scored on demand
+        self.batched: list[list[int]] = []  # columns of ``batch`` of its other finite columns
         self.located: list[tuple[int, int]] = []  # the span's PairFeatures.positions
-        self.anchors: list[list[tuple[int, int]]] = []  # each option's anchor's
-        self.gold: list[list[int]] = []  # positions in [new entity] + options
+        self.anchors: list[list[tuple[int, int]]] = []  # each table option's anchor's
+        self.gold: list[list[tuple[bool, int]]] = []  # (from the batch, position among those options) of each
 
     def new_versions(self, memory: EntityMemory, column_ids: Sequence[int]) -> None:
         """Record what ``memory`` now holds for the fresh columns ``column_ids``."""
@@ -542,22 +550,82 @@ class SegmentLoss:
         finite: torch.Tensor,
         gold_columns: Sequence[int],
         features: PairFeatures,
+        position: int | None = None,
+        from_batch: torch.Tensor | None = None,
     ) -> None:
-        """One span's options (``finite``: ``[columns]`` over ``memory.columns()``) and its gold logits columns."""
+        """One span's options (``finite``: ``[columns]`` over ``memory.columns()``) and its gold logits columns.
+
+        ``position``: the span's row in the batched pass; ``from_batch``: ``[columns]``, each column's
+        column in that pass where its score came from it, else -1 (None: every one was scored on demand).
+        """
         columns = memory.columns()
         num_base = len(memory.base_ids)
-        options, anchors, position_of = [], [], {}
-        for column in torch.nonzero(finite).flatten().tolist():
+        finite_columns = torch.nonzero(finite).flatten()  # [options]
+        in_batch = [-1] * finite_columns.numel() if from_batch is None else from_batch[finite_columns].tolist()
+        options, batched, anchors, where = [], [], [], {}
+        for column, batch_column in zip(finite_columns.tolist(), in_batch, strict=True):
+            if batch_column >= 0:
+                where[column + 1] = (True, len(batched))
+                batched.append(batch_column)
+                continue
             column_id = columns[column]
-            row = column if column < num_base else self.num_base + self.version_of[column_id]
-            position_of[column + 1] = len(options) + 1
-            options.append(row)
+            where[column + 1] = (False, len(options))
+            options.append(column if column < num_base else self.num_base + self.version_of[column_id])
             anchors.append(memory.anchor(column_id))
         self.spans.append(span_row)
+        self.positions.append(position if position is not None else 0)
         self.options.append(options)
+        self.batched.append(batched)
         self.located.extend(features.positions([span]))
         self.anchors.append(features.positions(anchors))
-        self.gold.append([position_of[column] if column else 0 for column in gold_columns])  # gold options are finite
+        self.gold.append([where[column] for column in gold_columns if column])  # gold options are finite
+
+    def _table_scores(
+        self,
+        model: IncrementalCorefModel,
+        embeddings: torch.Tensor,
+        target_projections: torch.Tensor,
+        sources: torch.Tensor | None,
+        features: PairFeatures,
+        weights: tuple[torch.Tensor, ...],
+        width: int,
+    ) -> torch.Tensor:
+        """The options scored on demand, through the fine FFNN in one pass: ``[n, width]`` (-inf past each
+        span's own), calibrated terms included."""
+        device = embeddings.device
+        tables = [[part] for part in self.base] if self.num_base else [[], [], []]
+        for version in self.versions:
+            for table, part in zip(tables, version, strict=True):
+                table.append(part.unsqueeze(0))
+        entities, projections, priors = (torch.cat(table) for table in tables)  # [rows, D], [rows, ffnn], [rows]
+        having = [row for row, options in enumerate(self.options) if options]  # spans with such options
+        cpu = torch.device("cpu")  # built on the host, whatever the default device, then moved
+        index = torch.zeros(len(having), width, dtype=torch.long, device=cpu)  # [m, Ct]
+        anchors = torch.zeros(len(having), width, 2, dtype=torch.long, device=cpu)  # [m, Ct, 2]
+        for row, span in enumerate(having):
+            options = self.options[span]
+            index[row, : len(options)] = torch.tensor(options, dtype=torch.long, device=cpu)
+            anchors[row, : len(options)] = torch.tensor(self.anchors[span], dtype=torch.long, device=cpu).reshape(-1, 2)
+        located = torch.tensor([self.located[span] for span in having], dtype=torch.long, device=cpu)  # [m, 2]
+        index, anchors, located = (t.to(device) for t in (index, anchors, located))
+        rows = torch.tensor([self.spans[span] for span in having], device=device)  # [m]
+        scores = model.pair_scorer.scores(
+            embeddings[rows],
+            entities,
+            index,
+            features(model.pair_scorer, located, anchors),
+            candidate_projection=projections,
+            parts=weights,
+            target_projection=target_projections[rows],
+        )  # [m, Ct]
+        if model.config.score == "calibrated":  # as _score_against adds them
+            # Against every row of the table, then gathered: no [m, Ct, D] copy of the entities (nor its backward).
+            bilinear = (sources[rows] @ entities.T).float().gather(1, index)  # [m, Ct]
+            scores = scores + priors[index] + bilinear
+        if len(having) == len(self.options):
+            return scores
+        spread = scores.new_full((len(self.options), width), float("-inf"))  # [n, Ct]
+        return spread.index_copy(0, torch.tensor(having, device=device), scores)
 
     def loss(
         self,
@@ -569,42 +637,33 @@ class SegmentLoss:
         features: PairFeatures,
         weights: tuple[torch.Tensor, ...],
     ) -> torch.Tensor:
-        """The summed loss of the recorded spans, in one pass: a scalar in the segment's graph."""
+        """The summed loss of the recorded spans: a scalar in the segment's graph."""
         device = embeddings.device
-        tables = [[part] for part in self.base] if self.num_base else [[], [], []]
-        for version in self.versions:
-            for table, part in zip(tables, version, strict=True):
-                table.append(part.unsqueeze(0))
-        entities, projections, priors = (torch.cat(table) for table in tables)  # [rows, D], [rows, ffnn], [rows]
-        n, width = len(self.spans), max(1, max(len(options) for options in self.options))
-        cpu = torch.device("cpu")  # built on the host, whatever the default device, then moved
-        index = torch.zeros(n, width, dtype=torch.long, device=cpu)  # [n, C]
-        anchors = torch.zeros(n, width, 2, dtype=torch.long, device=cpu)  # [n, C, 2]: PairFeatures.positions
-        valid = torch.zeros(n, width, dtype=torch.bool, device=cpu)  # [n, C]
-        gold = torch.zeros(n, width + 1, dtype=torch.bool, device=cpu)  # [n, 1 + C]: 0 = a new entity
-        for row, (options, option_anchors, golds) in enumerate(zip(self.options, self.anchors, self.gold, strict=True)):
-            index[row, : len(options)] = torch.tensor(options, dtype=torch.long, device=cpu)
-            anchors[row, : len(options)] = torch.tensor(option_anchors, dtype=torch.long, device=cpu).reshape(-1, 2)
+        n = len(self.spans)
+        table_width = max(len(options) for options in self.options)
+        batch_width = max(len(batched) for batched in self.batched)
+        cpu = torch.device("cpu")
+        valid = torch.zeros(n, table_width + batch_width, dtype=torch.bool, device=cpu)  # [n, Ct + Cb]
+        gold = torch.zeros(n, 1 + table_width + batch_width, dtype=torch.bool, device=cpu)  # [n, 1 + Ct + Cb]
+        batch_index = torch.zeros(n, batch_width, dtype=torch.long, device=cpu)  # [n, Cb]
+        for row, (options, batched, golds) in enumerate(zip(self.options, self.batched, self.gold, strict=True)):
             valid[row, : len(options)] = True
-            gold[row, golds] = True
-        located = torch.tensor(self.located, dtype=torch.long, device=cpu)  # [n, 2]
-        index, anchors, valid, gold, located = (t.to(device) for t in (index, anchors, valid, gold, located))
+            valid[row, table_width : table_width + len(batched)] = True
+            batch_index[row, : len(batched)] = torch.tensor(batched, dtype=torch.long, device=cpu)
+            gold[row, [1 + (table_width if from_batch else 0) + at for from_batch, at in golds] or [0]] = True
+        valid, gold, batch_index = (t.to(device) for t in (valid, gold, batch_index))
+        parts = []
+        if table_width:
+            parts.append(
+                self._table_scores(model, embeddings, target_projections, sources, features, weights, table_width)
+            )
+        if batch_width:
+            positions = torch.tensor(self.positions, device=device)  # [n]
+            parts.append(self.batch.index_select(0, positions).gather(1, batch_index))  # [n, Cb]
         rows = torch.tensor(self.spans, device=device)  # [n]
-        scores = model.pair_scorer.scores(
-            embeddings[rows],
-            entities,
-            index,
-            features(model.pair_scorer, located, anchors),
-            candidate_projection=projections,
-            parts=weights,
-            target_projection=target_projections[rows],
-        )  # [n, C]
-        if model.config.score == "calibrated":  # as _score_against adds them
-            # Against every row of the table, then gathered: no [n, C, D] copy of the entities (nor its backward).
-            bilinear = (sources[rows] @ entities.T).float().gather(1, index)  # [n, C]
-            scores = scores + priors[index] + bilinear
-        scores = (scores + mention_scores[rows].unsqueeze(1)).masked_fill(~valid, float("-inf"))  # [n, C]
-        logits = torch.cat([scores.new_full((n, 1), model.config.threshold), scores], dim=1)  # [n, 1 + C]
+        scores = torch.cat(parts, dim=1) if parts else mention_scores.new_zeros(n, 0)  # [n, Ct + Cb]
+        scores = (scores + mention_scores[rows].unsqueeze(1)).masked_fill(~valid, float("-inf"))
+        logits = torch.cat([scores.new_full((n, 1), model.config.threshold), scores], dim=1)  # [n, 1 + Ct + Cb]
         gold_logits = logits.masked_fill(~gold, float("-inf"))
         return (torch.logsumexp(logits, 1) - torch.logsumexp(gold_logits, 1)).sum()
 
@@ -618,7 +677,11 @@ class IncrementalCorefModel(nn.Module):
         self.encoder = encoder
         self.span_scorer = SpanScorer(config, encoder.hidden_size)
         self.span_dim = self.span_scorer.span_dim
-        self.pair_scorer = PairScorer(config, self.span_dim)
+        # With a frozen encoder, h_start and h_end (g's first columns) take no gradient, unless a learned update
+        # mixes them into the entity representations it scores.
+        mixed = config.entity_representation and config.update == "learned"
+        fixed = 0 if config.finetune_encoder or mixed else 2 * encoder.hidden_size
+        self.pair_scorer = PairScorer(config, self.span_dim, fixed_columns=fixed)
         # alpha = sigmoid(FFNN([e; m])): one hidden layer, ReLU (new, not in the baseline).
         self.alpha = FFNN(2 * self.span_dim, config.alpha_hidden_size, 1, 1, config.dropout_rate)
         if self.uses_coarse:  # the baseline's coarse bilinear W (copied from it)
@@ -656,24 +719,28 @@ class IncrementalCorefModel(nn.Module):
         self, document: DocumentTensors, hidden: torch.Tensor, offset: int, train: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """Kept spans of one segment: local starts, ends ``[k]``, embeddings ``[k, D]``, mention scores ``[k]``,
-        and with ``train`` and ``mention_loss_coef`` the weighted mention loss of all its candidates (else None)."""
+        and with ``train`` and ``mention_loss_coef`` the weighted mention loss of its candidates or of its kept
+        spans (``mention_loss_spans``; else None)."""
+        config = self.config
         length = hidden.shape[0]
         window = slice(offset, offset + length)
-        starts, ends = document.candidate_spans(self.config.max_span_width, self.config.word_boundary_spans, window)
+        starts, ends = document.candidate_spans(config.max_span_width, config.word_boundary_spans, window)
         if starts.numel() == 0:
             empty = torch.zeros(0, dtype=torch.long, device=hidden.device)
             return empty, empty, hidden.new_zeros(0, self.span_dim), hidden.new_zeros(0), None
-        width_features = self.span_scorer.width_features(starts, ends)  # [candidates, F]
-        scores = self.span_scorer.score_candidates(hidden, starts, ends, width_features)  # [candidates]
+        k = max(1, min(int(length * config.top_span_ratio), starts.shape[0]))
+        with_loss = train and bool(config.mention_loss_coef)
+        over_candidates = config.mention_loss_spans == "candidates"
+        candidate_scores, kept, scores, embeddings = self.span_scorer.top_spans(
+            hidden, starts, ends, k, candidate_gradients=with_loss and over_candidates
+        )  # [candidates], [k], [k], [k, D]
         mention_loss = None
-        if train and self.config.mention_loss_coef:
-            mention_loss = self.config.mention_loss_coef * gold_mention_loss(
-                starts + offset, ends + offset, scores, document.gold_starts, document.gold_ends
+        if with_loss:
+            losing = (starts, ends, candidate_scores) if over_candidates else (starts[kept], ends[kept], scores)
+            mention_loss = config.mention_loss_coef * gold_mention_loss(
+                losing[0] + offset, losing[1] + offset, losing[2], document.gold_starts, document.gold_ends
             )
-        k = max(1, min(int(length * self.config.top_span_ratio), starts.shape[0]))
-        kept = prune_spans(scores, starts, ends, k)  # [k], sorted by (start, end)
-        embeddings = self.span_scorer.span_embeddings(hidden, starts[kept], ends[kept], width_features[kept])
-        return starts[kept], ends[kept], embeddings, scores[kept], mention_loss
+        return starts[kept], ends[kept], embeddings, scores, mention_loss
 
     def pair_scores(
         self,
@@ -686,6 +753,7 @@ class IncrementalCorefModel(nn.Module):
         mention_source: torch.Tensor | None = None,
         required: Sequence[int] = (),
         base: BaseScores | None = None,
+        batch_columns: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """PAIRSCORE(m, e) for every column of ``memory.columns()``, unscored ones -inf: ``[num_columns]``.
 
@@ -698,7 +766,9 @@ class IncrementalCorefModel(nn.Module):
         ``weights``: the pair scorer's ``first_layer_parts()``, split once per segment;
         ``mention_projection``: the mention's target projection ``[ffnn]``;
         ``mention_source``: ``src_projection(m)`` ``[D]`` (calibrated only);
-        ``base``: the mention's scores against the base rows from ``base_scores`` (None: scored here).
+        ``base``: the mention's scores against the base rows from ``base_scores`` (None: scored here);
+        ``batch_columns``: a list that receives ``[num_columns]``: each column's column in ``base_scores``'
+        pass where its score was taken from it, else -1 (for the loss, ``SegmentLoss``).
         """
         weights = weights or self.pair_scorer.first_layer_parts()
         if mention_projection is None:
@@ -709,10 +779,17 @@ class IncrementalCorefModel(nn.Module):
         limit = self.config.max_top_entities
         num_columns = len(memory.base_ids) + len(memory.fresh_ids)
         if limit is not None and base is not None and base.own_fine is not None:  # fresh columns stacked if needed
-            return self._prefiltered_scores(memory, None, context, min(limit, num_columns), required, base)
+            return self._prefiltered_scores(
+                memory, None, context, min(limit, num_columns), required, base, batch_columns
+            )
         fresh = memory.fresh_tensors()  # [num_fresh, D], [num_fresh, ffnn], [num_fresh]
         if limit is not None and num_columns > limit:
-            return self._prefiltered_scores(memory, fresh, context, limit, required, base)
+            return self._prefiltered_scores(memory, fresh, context, limit, required, base, batch_columns)
+        if batch_columns is not None:  # every base row from base_scores, when given
+            from_batch = torch.full((num_columns,), -1, dtype=torch.long, device=mention.device)
+            if base is not None:
+                from_batch[: len(memory.base_ids)] = torch.arange(len(memory.base_ids), device=mention.device)
+            batch_columns.append(from_batch)
         parts = []
         if memory.base_ids:
             if base is None:
@@ -770,6 +847,7 @@ class IncrementalCorefModel(nn.Module):
         limit: int,
         required: Sequence[int],
         base: BaseScores | None = None,
+        batch_columns: list[torch.Tensor] | None = None,
     ) -> torch.Tensor:
         """``pair_scores`` through the coarse pre-filter: the fine FFNN on ``limit`` columns (+ ``required``).
 
@@ -827,6 +905,12 @@ class IncrementalCorefModel(nn.Module):
             scores = scores.index_copy(0, looked_up, base.fine[looked_up])
         if own and own_columns.numel():
             scores = scores.index_copy(0, own_columns, base.own_fine[own_positions])
+        if batch_columns is not None:  # base rows first in base_scores' columns, then the segment's spans
+            from_batch = torch.full(coarse.shape, -1, dtype=torch.long, device=coarse.device)  # [C]
+            from_batch[looked_up] = looked_up
+            if own:
+                from_batch[own_columns] = num_base + own_positions
+            batch_columns.append(from_batch)
         return scores
 
     @staticmethod
@@ -877,7 +961,7 @@ class IncrementalCorefModel(nn.Module):
         mention_scores: torch.Tensor,
         features: PairFeatures,
         weights: tuple[torch.Tensor, ...],
-    ) -> list[BaseScores]:
+    ) -> tuple[list[BaseScores], torch.Tensor]:
         """Each of a segment's spans against the entities at its start (``memory.base_*``), in one pass.
 
         The same values as ``pair_scores`` gives against the base rows before any is superseded:
@@ -885,7 +969,8 @@ class IncrementalCorefModel(nn.Module):
         coarse score. With mention columns only and K, the segment's earlier spans (the slots they
         will be) compete for the K with the base rows (``BaseScores.own_fine``).
         ``embeddings``, ``target_projections``, ``candidate_projections``, ``sources``,
-        ``mention_scores``: the spans' ``[k, .]``. In training the scores are part of the segment's graph.
+        ``mention_scores``: the spans' ``[k, .]``. In training the scores are part of the segment's graph:
+        the second value is all of them, ``[k, T]`` (-inf where not computed), which the loss reads.
         """
         k, num_base = len(spans), len(memory.base_ids)
         device = embeddings.device
@@ -953,7 +1038,7 @@ class IncrementalCorefModel(nn.Module):
         known_rows = known[:, :num_base].unbind(0) if known is not None else [None] * k
         coarse_rows = coarse[:, :num_base].unbind(0) if coarse is not None else [None] * k
         if not own:
-            return [BaseScores(*row) for row in zip(rows, known_rows, coarse_rows, strict=True)]
+            return [BaseScores(*row) for row in zip(rows, known_rows, coarse_rows, strict=True)], fine
         own_rows = OwnRows(spans, device)
         own_fine = fine[:, num_base:].unbind(0)
         own_known = known[:, num_base:].unbind(0) if known is not None else [None] * k
@@ -963,7 +1048,7 @@ class IncrementalCorefModel(nn.Module):
             for *row, own_scores, own_held, own_ranks in zip(
                 rows, known_rows, coarse_rows, own_fine, own_known, own_coarse, strict=True
             )
-        ]
+        ], fine
 
     @property
     def scores_own_spans(self) -> bool:
@@ -1009,11 +1094,13 @@ class IncrementalCorefModel(nn.Module):
     ) -> torch.Tensor | None:
         """Greedy decisions for spans in order (global subtoken offsets); the summed loss when ``train``.
 
-        With ``batch_per_segment`` in training the decisions are made without gradients and the
-        segment's loss is computed afterwards in one pass (``SegmentLoss``) over the options each
-        span had: the same loss and gradients, with one weight gradient of the fine FFNN per
-        segment instead of one per span. (With dropout, the decisions and the loss then see
-        different dropout masks.)
+        With ``batch_per_segment`` in training the segment's batched pass (``base_scores``) runs with
+        gradients, the decisions are made without, and the segment's loss is computed afterwards
+        (``SegmentLoss``) over the options each span had: those the batched pass scored are read from
+        its graph, the few scored on demand go through the fine FFNN again in one pass. The same loss
+        and gradients as span by span, with one or two weight gradients of the fine FFNN per segment
+        instead of one per span. (With dropout, the options scored on demand see other dropout masks
+        in the loss than in the decisions; the batched pass's are the same.)
         Training reads every gold span and the non-gold ones ``sampled_spans`` keeps.
         """
         config = self.config
@@ -1027,23 +1114,25 @@ class IncrementalCorefModel(nn.Module):
         base = None  # each read span's scores against the entities at the segment's start
         if config.batch_per_segment and (memory.base_ids or self.scores_own_spans) and read:
             rows = torch.tensor(read, dtype=torch.long, device=embeddings.device) if len(read) < len(spans) else None
-            with torch.set_grad_enabled(torch.is_grad_enabled() and replay is None):
-                base = self.base_scores(
-                    memory,
-                    [spans[index] for index in read],
-                    *(
-                        tensor if rows is None or tensor is None else tensor.index_select(0, rows)
-                        for tensor in (
-                            embeddings,
-                            target_projections,
-                            candidate_projections,
-                            sources,
-                            mention_scores,
-                        )
-                    ),
-                    features,
-                    weights,
-                )
+            # In training the loss reads the options it scored from its graph (SegmentLoss).
+            base, replay_batch = self.base_scores(
+                memory,
+                [spans[index] for index in read],
+                *(
+                    tensor if rows is None or tensor is None else tensor.index_select(0, rows)
+                    for tensor in (
+                        embeddings,
+                        target_projections,
+                        candidate_projections,
+                        sources,
+                        mention_scores,
+                    )
+                ),
+                features,
+                weights,
+            )
+            if replay is not None:
+                replay.batch = replay_batch
         loss = None
         for position, index in enumerate(read):
             span = spans[index]
@@ -1062,6 +1151,7 @@ class IncrementalCorefModel(nn.Module):
                 gold_columns = [column + 1 for column in memory.scored_columns(targets)] or [0]
             source = sources[index] if sources is not None else None
             required = [column - 1 for column in gold_columns if column > 0]  # the pre-filter keeps them
+            batch_columns = [] if replay is not None and base is not None else None
             with torch.set_grad_enabled(torch.is_grad_enabled() and replay is None):
                 scores = self.pair_scores(
                     memory,
@@ -1073,13 +1163,16 @@ class IncrementalCorefModel(nn.Module):
                     source,
                     required,
                     base[position] if base is not None else None,
+                    batch_columns,
                 )  # [columns]
                 scores = scores + mention_scores[index]
                 logits = torch.cat([scores.new_full((1,), config.threshold), scores])  # [columns + 1], 0: new
             choice = int(logits.detach().argmax())
             if train and gold is not None:
                 if replay is not None:
-                    replay.record(memory, index, span, torch.isfinite(scores), gold_columns, features)
+                    from_batch = batch_columns[0] if batch_columns else None
+                    finite = torch.isfinite(scores)
+                    replay.record(memory, index, span, finite, gold_columns, features, position, from_batch)
                 else:
                     span_loss = torch.logsumexp(logits, 0) - torch.logsumexp(logits[gold_columns], 0)
                     loss = span_loss if loss is None else loss + span_loss

@@ -17,13 +17,13 @@ them with the direct form):
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 from torch import nn
 
 from coref_pipeline.models.layers import FFNN, Dropout, init_weights
-from coref_pipeline.models.spans import span_attention_explicit, span_attention_sums
+from coref_pipeline.models.spans import prune_spans, span_attention_explicit, span_attention_sums
 
 if TYPE_CHECKING:
     from coref_pipeline.models.config import BaselineConfig, IncrementalConfig
@@ -52,6 +52,15 @@ def _initialise(module: nn.Module) -> None:
         init_weights(child)
 
 
+class TopSpans(NamedTuple):
+    """``SpanScorer.top_spans``: what pruning keeps of a segment's (or a crop's) candidate spans."""
+
+    candidate_scores: torch.Tensor  # [candidates]: every candidate's mention score (no graph unless a loss reads it)
+    kept: torch.Tensor  # [k]: indices of the kept candidates, sorted by (start, end)
+    scores: torch.Tensor  # [k]: their mention scores (in the graph in training)
+    embeddings: torch.Tensor  # [k, D]: their g
+
+
 class SpanScorer(nn.Module):
     """Span representation g = [h_start; h_end; width; head] and mention score s_m (with the width prior)."""
 
@@ -75,9 +84,19 @@ class SpanScorer(nn.Module):
         return self.dropout(self.span_width_embeddings(ends - starts))
 
     def score_candidates(
-        self, hidden: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, width_features: torch.Tensor
+        self,
+        hidden: torch.Tensor,
+        starts: torch.Tensor,
+        ends: torch.Tensor,
+        width_features: torch.Tensor,
+        keep_masks: list[torch.Tensor] | None = None,
+        width_prior: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Mention scores of every candidate without building their g: ``[num_candidates]``."""
+        """Mention scores of every candidate without building their g: ``[num_candidates]``.
+
+        ``keep_masks``: the mention FFNN's dropout masks (``FFNN.keep_masks``); None draws them.
+        ``width_prior``: ``width_prior()``, computed once for several calls; None computes it.
+        """
         h = hidden.shape[1]
         first = self.mention_scores.hidden[0]
         parts = [h, h] + ([width_features.shape[1]] if self.config.use_features else [])
@@ -98,11 +117,64 @@ class SpanScorer(nn.Module):
         if span_inputs:
             pre = torch.addmm(pre, torch.cat(span_inputs, dim=1), torch.cat(span_weights, dim=1).T)
         pre.add_((hidden @ weights[1].T).index_select(0, ends))
-        scores = self.mention_scores.from_first_layer(pre, overwrite=True).squeeze(1)  # [spans]
+        scores = self.mention_scores.from_first_layer(pre, overwrite=True, keep_masks=keep_masks).squeeze(1)
+        return self._with_width_prior(scores, ends - starts, width_prior)  # [spans]
+
+    def score_spans(
+        self,
+        embeddings: torch.Tensor,
+        widths: torch.Tensor,
+        keep_masks: list[torch.Tensor] | None = None,
+        width_prior: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Mention scores of a few spans from their g (``span_embeddings``): ``[spans]``, the values
+        ``score_candidates`` gives them (to float rounding) with the same ``keep_masks`` and ``width_prior``."""
+        scores = self.mention_scores(embeddings, keep_masks).squeeze(1)
+        return self._with_width_prior(scores, widths, width_prior)
+
+    def width_prior(self) -> torch.Tensor | None:
+        """The learned prior score of each span width, ``[max_span_width]`` (None without ``use_prior``)."""
+        if not self.config.use_prior:
+            return None
+        return self.width_scores(self.span_width_prior_embeddings.weight).squeeze(1)
+
+    def _with_width_prior(
+        self, scores: torch.Tensor, widths: torch.Tensor, width_prior: torch.Tensor | None = None
+    ) -> torch.Tensor:
         if self.config.use_prior:
-            width_prior = self.width_scores(self.span_width_prior_embeddings.weight).squeeze(1)  # [W]
-            scores = scores + width_prior[ends - starts]
+            prior = width_prior if width_prior is not None else self.width_prior()  # [W]
+            scores = scores + prior[widths]
         return scores.float()  # pruning ranks these: fp32 under mixed precision too
+
+    def top_spans(
+        self, hidden: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, k: int, candidate_gradients: bool
+    ) -> TopSpans:
+        """Every candidate's mention score, then the ``k`` best spans that do not cross (``prune_spans``).
+
+        When autograd records and no loss reads the candidates' scores (``candidate_gradients`` false:
+        without the mention loss, or with it over the kept spans), the candidates are scored without a
+        graph and the kept spans again from their g with the same dropout masks: the kept spans' scores
+        and gradients are those of one pass over every candidate (to float rounding), but the backward
+        pass runs over ``k`` rows instead of every candidate's.
+        """
+        width_features = self.width_features(starts, ends)  # [candidates, F]
+        split = torch.is_grad_enabled() and not candidate_gradients
+        if not split:
+            scores = self.score_candidates(hidden, starts, ends, width_features)  # [candidates]
+        else:  # the random draws in the one pass's order: the FFNN's masks, then the prior's dropout
+            masks = self.mention_scores.keep_masks(starts.shape[0], hidden.device)
+            prior = self.width_prior()  # [W], in the graph
+            with torch.no_grad():
+                scores = self.score_candidates(hidden, starts, ends, width_features, masks, prior)
+        kept = prune_spans(scores, starts, ends, k)  # [k], sorted by (start, end)
+        kept_starts, kept_ends = starts[kept], ends[kept]
+        embeddings = self.span_embeddings(hidden, kept_starts, kept_ends, width_features[kept])  # [k, D]
+        if split:
+            kept_masks = [mask[kept] for mask in masks]
+            kept_scores = self.score_spans(embeddings, kept_ends - kept_starts, kept_masks, prior)
+        else:
+            kept_scores = scores[kept]
+        return TopSpans(scores, kept, kept_scores, embeddings)
 
     def span_embeddings(
         self, hidden: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, width_features: torch.Tensor
@@ -120,9 +192,14 @@ class SpanScorer(nn.Module):
 class PairScorer(nn.Module):
     """The fine FFNN over [g_i; g_j; g_i * g_j; phi] (i the target, j the candidate) and phi's embeddings."""
 
-    def __init__(self, config: ScorerConfig, span_dim: int) -> None:
+    def __init__(self, config: ScorerConfig, span_dim: int, fixed_columns: int = 0) -> None:
+        """``fixed_columns``: how many leading columns of every g it scores never take a gradient (a frozen
+        encoder's h_start and h_end, when no scored entity mixes them with learned weights). In training
+        the product part's GEMM is then split there, and its backward pass computes the input gradient
+        of the other columns only; the parameters' gradients are the same."""
         super().__init__()
         self.config = config
+        self.fixed_columns = fixed_columns
         feature = config.feature_size
         self.dropout = Dropout(config.dropout_rate)
         self.same_speaker_emb = nn.Embedding(2, feature)
@@ -219,12 +296,21 @@ class PairScorer(nn.Module):
         # The product is formed in the compute dtype (bf16 under bf16 autocast): the [k, c, D] tensor is
         # then written once, not written in fp32 and copied again for the GEMM.
         dtype = compute_dtype(targets)
-        similarity = targets.to(dtype).unsqueeze(1) * candidates.to(dtype).index_select(0, flat).view(k, c, -1)
         # One GEMM adds the product part to the gathered candidate part, a second one (K = features)
         # the features; all on the flat [k * c, ffnn] tensor, without in-place writes through a view,
         # whose backward would zero-fill and copy the whole tensor again.
-        gathered = candidate_projection.index_select(0, flat)  # [k * c, ffnn]
-        pre = torch.addmm(gathered, similarity.view(k * c, -1), weights[2].T)  # [k * c, ffnn]
+        pre = candidate_projection.index_select(0, flat)  # [k * c, ffnn]
+        split = self.fixed_columns if torch.is_grad_enabled() else 0
+        for columns, tracked in (
+            ((slice(0, split), False), (slice(split, None), True)) if split else ((slice(None), True),)
+        ):
+            part_targets, part_candidates = targets[:, columns], candidates[:, columns]
+            if not tracked:  # no gradient would reach them: autograd then skips this part's input gradient
+                part_targets, part_candidates = part_targets.detach(), part_candidates.detach()
+            similarity = part_targets.to(dtype).unsqueeze(1) * part_candidates.to(dtype).index_select(0, flat).view(
+                k, c, -1
+            )  # [k, c, D or part of it]
+            pre = torch.addmm(pre, similarity.view(k * c, -1), weights[2][:, columns].T)  # [k * c, ffnn]
         if features is not None:
             pre = torch.addmm(pre, features.reshape(k * c, -1), weights[3].T)
         # The target part in pre's dtype: a bf16 + fp32 broadcast add takes a scalar path on a CPU

@@ -736,9 +736,12 @@ class IncrementalCorefModel(nn.Module):
         )  # [candidates], [k], [k], [k, D]
         mention_loss = None
         if with_loss:
-            losing = (starts, ends, candidate_scores) if over_candidates else (starts[kept], ends[kept], scores)
+            if over_candidates:
+                loss_starts, loss_ends, loss_scores = starts, ends, candidate_scores
+            else:
+                loss_starts, loss_ends, loss_scores = starts[kept], ends[kept], scores
             mention_loss = config.mention_loss_coef * gold_mention_loss(
-                losing[0] + offset, losing[1] + offset, losing[2], document.gold_starts, document.gold_ends
+                loss_starts + offset, loss_ends + offset, loss_scores, document.gold_starts, document.gold_ends
             )
         return starts[kept], ends[kept], embeddings, scores, mention_loss
 
@@ -1108,14 +1111,13 @@ class IncrementalCorefModel(nn.Module):
         target_projections = self.pair_scorer.project_targets(embeddings, weights)  # [k, ffnn]
         candidate_projections = self.pair_scorer.project_candidates(embeddings, weights)  # [k, ffnn]
         sources = self.src_projection(embeddings) if self.uses_coarse else None  # [k, D]
-        replay = SegmentLoss(memory) if train and gold is not None and config.batch_per_segment else None
         spans = list(zip(starts, ends, strict=True))
         read = self.sampled_spans(spans, gold) if train and gold is not None else list(range(len(spans)))
-        base = None  # each read span's scores against the entities at the segment's start
+        base = batch = None  # each read span's scores against the entities at the segment's start, all of them
         if config.batch_per_segment and (memory.base_ids or self.scores_own_spans) and read:
             rows = torch.tensor(read, dtype=torch.long, device=embeddings.device) if len(read) < len(spans) else None
             # In training the loss reads the options it scored from its graph (SegmentLoss).
-            base, replay_batch = self.base_scores(
+            base, batch = self.base_scores(
                 memory,
                 [spans[index] for index in read],
                 *(
@@ -1131,8 +1133,7 @@ class IncrementalCorefModel(nn.Module):
                 features,
                 weights,
             )
-            if replay is not None:
-                replay.batch = replay_batch
+        replay = SegmentLoss(memory, batch) if train and gold is not None and config.batch_per_segment else None
         loss = None
         for position, index in enumerate(read):
             span = spans[index]

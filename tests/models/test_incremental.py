@@ -666,7 +666,9 @@ def test_batch_per_segment_makes_the_same_decisions(monkeypatch, score, limit, s
         dict(score="calibrated", recent_mentions=2, entity_representation=False, mention_loss_coef=0.5),
     ],
 )
-def test_batch_per_segment_gives_the_same_training_losses_and_gradients(monkeypatch, overrides):
+@pytest.mark.parametrize("margin", [0.0, incremental_module.PREFILTER_MARGIN], ids=["no_margin", "margin"])
+def test_batch_per_segment_gives_the_same_training_losses_and_gradients(monkeypatch, overrides, margin):
+    monkeypatch.setattr(incremental_module, "PREFILTER_MARGIN", margin)
     document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
     losses, gradients, logs = {}, {}, {}
     for batch in (True, False):
@@ -679,7 +681,7 @@ def test_batch_per_segment_gives_the_same_training_losses_and_gradients(monkeypa
             losses[batch].append(loss.detach())
         gradients[batch] = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
     assert len(losses[True]) >= 3 and len(logs[True].logits) == len(logs[False].logits)
-    if "max_top_entities" in overrides:  # a gold or next-best base column outside the span's precomputed K
+    if "max_top_entities" in overrides and not margin:  # a next-best base column outside the span's precomputed K
         assert logs[True].on_demand > 0
     torch.testing.assert_close(torch.stack(losses[True]), torch.stack(losses[False]), rtol=1e-5, atol=1e-5)
     assert gradients[True].keys() == gradients[False].keys()
@@ -966,3 +968,46 @@ def test_the_batched_pass_scores_only_the_spans_negative_sampling_keeps(monkeypa
     batched = sum(len(segment["batched"]) for segment in with_pass)
     assert any(gold.is_gold(span) for segment in with_pass for span in segment["batched"])
     assert batched < 0.7 * kept  # the sampled-out spans were not scored
+
+
+def gold_base_rows_scored_on_demand(model: IncrementalCorefModel, document, monkeypatch) -> int:
+    """How many of the required (gold) options that are base rows a training pass scores on demand."""
+    pair_scores, score_against = model.pair_scores, model._score_against
+    required_ids: set[int] = set()
+    count = 0
+
+    def logged_pair_scores(memory, mention, span, features, weights, projection, source, required, *rest):
+        required_ids.clear()
+        required_ids.update(memory.columns()[column] for column in required)
+        return pair_scores(memory, mention, span, features, weights, projection, source, required, *rest)
+
+    def logged_score_against(entities, projections, priors, ids, memory, *args):
+        nonlocal count  # base rows only: a column created or updated in the segment is always scored on demand
+        count += sum(column in required_ids and column not in memory.fresh_ids for column in ids)
+        return score_against(entities, projections, priors, ids, memory, *args)
+
+    monkeypatch.setattr(model, "pair_scores", logged_pair_scores)
+    monkeypatch.setattr(model, "_score_against", logged_score_against)
+    torch.manual_seed(5)
+    for loss in model.training_losses(document):
+        loss.backward()
+    return count
+
+
+@pytest.mark.parametrize(
+    "slots",
+    [dict(max_top_entities=2), dict(max_top_entities=5, recent_mentions=2, entity_representation=False)],
+    ids=["representation", "2_mentions"],
+)
+def test_batched_training_scores_the_gold_columns_in_the_segments_pass(monkeypatch, slots):
+    """In training each span's gold options among the entities at its segment's start are columns the segment's
+    batched pass computes (they would otherwise go through the fine FFNN on demand, span by span); without that
+    choice some are not. (A base entity can still become gold within the segment, when an earlier span of the
+    cluster joins it: K is wide enough here for none of those to be left out of the pass.)"""
+    document = tiny_tensors(make_document(num_segments=12, seed=3), tiny_config())
+    model = batching_model(True, score="calibrated", loss="all_antecedents", **slots).train()
+    assert gold_base_rows_scored_on_demand(model, document, monkeypatch) == 0
+    model = batching_model(True, score="calibrated", loss="all_antecedents", **slots).train()
+    gold_columns = model.gold_columns
+    monkeypatch.setattr(model, "gold_columns", lambda *args: torch.zeros_like(gold_columns(*args)))
+    assert gold_base_rows_scored_on_demand(model, document, monkeypatch) > 0

@@ -591,24 +591,34 @@ class SegmentLoss:
         width: int,
     ) -> torch.Tensor:
         """The options scored on demand, through the fine FFNN in one pass: ``[n, width]`` (-inf past each
-        span's own), calibrated terms included."""
+        span's own), calibrated terms included.
+
+        The pass runs over the (span, option) pairs themselves, ``[P, 1]``, not over a ``[spans, width]``
+        table padded to the span with the most such options: padding would be rows of the fine FFNN
+        forward and backward that no loss reads.
+        """
         device = embeddings.device
         tables = [[part] for part in self.base] if self.num_base else [[], [], []]
         for version in self.versions:
             for table, part in zip(tables, version, strict=True):
                 table.append(part.unsqueeze(0))
         entities, projections, priors = (torch.cat(table) for table in tables)  # [rows, D], [rows, ffnn], [rows]
-        having = [row for row, options in enumerate(self.options) if options]  # spans with such options
+        pair_span, pair_position, pair_option, pair_anchor = [], [], [], []  # per (span, option) pair
+        for span, options in enumerate(self.options):
+            pair_span.extend([span] * len(options))
+            pair_position.extend(range(len(options)))
+            pair_option.extend(options)
+            pair_anchor.extend(self.anchors[span])
         cpu = torch.device("cpu")  # built on the host, whatever the default device, then moved
-        index = torch.zeros(len(having), width, dtype=torch.long, device=cpu)  # [m, Ct]
-        anchors = torch.zeros(len(having), width, 2, dtype=torch.long, device=cpu)  # [m, Ct, 2]
-        for row, span in enumerate(having):
-            options = self.options[span]
-            index[row, : len(options)] = torch.tensor(options, dtype=torch.long, device=cpu)
-            anchors[row, : len(options)] = torch.tensor(self.anchors[span], dtype=torch.long, device=cpu).reshape(-1, 2)
-        located = torch.tensor([self.located[span] for span in having], dtype=torch.long, device=cpu)  # [m, 2]
-        index, anchors, located = (t.to(device) for t in (index, anchors, located))
-        rows = torch.tensor([self.spans[span] for span in having], device=device)  # [m]
+        located = torch.tensor([self.located[span] for span in pair_span], dtype=torch.long, device=cpu)  # [P, 2]
+        anchors = torch.tensor(pair_anchor, dtype=torch.long, device=cpu).reshape(-1, 1, 2)  # [P, 1, 2]
+        index = torch.tensor(pair_option, dtype=torch.long, device=cpu).reshape(-1, 1)  # [P, 1]
+        span_of_pair = torch.tensor(pair_span, dtype=torch.long, device=cpu)  # [P]
+        position = torch.tensor(pair_position, dtype=torch.long, device=cpu)  # [P]
+        located, anchors, index, span_of_pair, position = (
+            t.to(device) for t in (located, anchors, index, span_of_pair, position)
+        )
+        rows = torch.tensor(self.spans, device=device)[span_of_pair]  # [P]: each pair's span among the kept ones
         scores = model.pair_scorer.scores(
             embeddings[rows],
             entities,
@@ -617,15 +627,16 @@ class SegmentLoss:
             candidate_projection=projections,
             parts=weights,
             target_projection=target_projections[rows],
-        )  # [m, Ct]
+        ).squeeze(1)  # [P]
         if model.config.score == "calibrated":  # as _score_against adds them
-            # Against every row of the table, then gathered: no [m, Ct, D] copy of the entities (nor its backward).
-            bilinear = (sources[rows] @ entities.T).float().gather(1, index)  # [m, Ct]
-            scores = scores + priors[index] + bilinear
-        if len(having) == len(self.options):
-            return scores
+            # Each span against every row of the table, then gathered: no [P, D] copy of the entities (nor its
+            # backward).
+            having, pair_row = torch.unique(span_of_pair, return_inverse=True)  # [m] spans with such options
+            spans = torch.tensor(self.spans, device=device)[having]  # [m]
+            bilinear = (sources[spans] @ entities.T).float()  # [m, rows]
+            scores = scores + priors[index[:, 0]] + bilinear[pair_row, index[:, 0]]
         spread = scores.new_full((len(self.options), width), float("-inf"))  # [n, Ct]
-        return spread.index_copy(0, torch.tensor(having, device=device), scores)
+        return spread.index_put((span_of_pair, position), scores)
 
     def loss(
         self,
@@ -964,6 +975,7 @@ class IncrementalCorefModel(nn.Module):
         mention_scores: torch.Tensor,
         features: PairFeatures,
         weights: tuple[torch.Tensor, ...],
+        gold: GoldAntecedents | None = None,
     ) -> tuple[list[BaseScores], torch.Tensor]:
         """Each of a segment's spans against the entities at its start (``memory.base_*``), in one pass.
 
@@ -974,6 +986,9 @@ class IncrementalCorefModel(nn.Module):
         ``embeddings``, ``target_projections``, ``candidate_projections``, ``sources``,
         ``mention_scores``: the spans' ``[k, .]``. In training the scores are part of the segment's graph:
         the second value is all of them, ``[k, T]`` (-inf where not computed), which the loss reads.
+        ``gold`` (training): each span's gold base rows (``gold_columns``) are computed here first, then its best
+        other columns by coarse score: the decisions require them, and would otherwise score them on demand, one
+        span at a time. The values are the same either way; only where they are computed changes.
         """
         k, num_base = len(spans), len(memory.base_ids)
         device = embeddings.device
@@ -1009,9 +1024,13 @@ class IncrementalCorefModel(nn.Module):
         if scored is None or scored >= total:
             index = torch.arange(total, device=device).expand(k, total)  # [k, T]
         else:
-            index = torch.topk(coarse, scored, dim=1).indices  # [k, K + margin]
+            ranking = coarse
+            if gold is not None:  # gold columns first (finite ones: the others are not columns)
+                first = self.gold_columns(memory, spans, gold, total).to(device)  # [k, T]
+                ranking = coarse.masked_fill(first & (coarse > float("-inf")), float("inf"))
+            index = torch.topk(ranking, scored, dim=1).indices  # [k, K + margin]
             anchors = anchors.gather(1, index.unsqueeze(2).expand(-1, -1, 2))  # [k, K + margin, 2]
-        phi = features(self.pair_scorer, located, anchors)  # [k, T or K, F]
+        phi = features(self.pair_scorer, located, anchors)  # [k, T or K + margin, F]
         # In chunks of spans: the fine FFNN's [spans, T, ffnn] input stays within BASE_SCORE_CHUNK_ELEMENTS,
         # so inference memory does not grow with the number of active entities times the spans.
         width = index.shape[1] * (self.span_dim + self.config.ffnn_size)
@@ -1029,7 +1048,7 @@ class IncrementalCorefModel(nn.Module):
                 )
                 for first in range(0, k, step)
             ]
-        )  # [k, T] or [k, K]
+        )  # [k, T] or [k, K + margin]
         if calibrated:  # as _score_against adds them
             fine = fine + priors[index] + bilinear.gather(1, index)
         known = None
@@ -1052,6 +1071,24 @@ class IncrementalCorefModel(nn.Module):
                 rows, known_rows, coarse_rows, own_fine, own_known, own_coarse, strict=True
             )
         ], fine
+
+    @staticmethod
+    def gold_columns(memory: EntityMemory, spans: Sequence[Span], gold: GoldAntecedents, width: int) -> torch.Tensor:
+        """Which of ``base_scores``' ``width`` columns each span will have as gold options among the base rows:
+        ``[k, width]`` bool on the host, a row when its entity holds an earlier mention of the span's gold cluster
+        (``GoldAntecedents.target_ids`` at the segment's start). (The segment's own spans are not: which entity
+        each joins is decided later.)"""
+        rows_of_entity: dict[int, list[int]] = {}
+        for row, column_id in enumerate(memory.base_ids):
+            rows_of_entity.setdefault(memory.entity_of(column_id), []).append(row)
+        found = torch.zeros(len(spans), width, dtype=torch.bool, device=torch.device("cpu"))  # [k, width]
+        for position, span in enumerate(spans):
+            rows = [
+                row for entity_id in gold.target_ids(span, memory, True) for row in rows_of_entity.get(entity_id, [])
+            ]
+            if rows:
+                found[position, rows] = True
+        return found
 
     @property
     def scores_own_spans(self) -> bool:
@@ -1132,6 +1169,7 @@ class IncrementalCorefModel(nn.Module):
                 ),
                 features,
                 weights,
+                gold if train else None,
             )
         replay = SegmentLoss(memory, batch) if train and gold is not None and config.batch_per_segment else None
         loss = None

@@ -618,7 +618,8 @@ class SegmentLoss:
         located, anchors, index, span_of_pair, position = (
             t.to(device) for t in (located, anchors, index, span_of_pair, position)
         )
-        rows = torch.tensor(self.spans, device=device)[span_of_pair]  # [P]: each pair's span among the kept ones
+        span_rows = torch.tensor(self.spans, device=device)  # [n]: each recorded span's row among the kept ones
+        rows = span_rows[span_of_pair]  # [P]
         scores = model.pair_scorer.scores(
             embeddings[rows],
             entities,
@@ -632,8 +633,7 @@ class SegmentLoss:
             # Each span against every row of the table, then gathered: no [P, D] copy of the entities (nor its
             # backward).
             having, pair_row = torch.unique(span_of_pair, return_inverse=True)  # [m] spans with such options
-            spans = torch.tensor(self.spans, device=device)[having]  # [m]
-            bilinear = (sources[spans] @ entities.T).float()  # [m, rows]
+            bilinear = (sources[span_rows[having]] @ entities.T).float()  # [m, rows]
             scores = scores + priors[index[:, 0]] + bilinear[pair_row, index[:, 0]]
         spread = scores.new_full((len(self.options), width), float("-inf"))  # [n, Ct]
         return spread.index_put((span_of_pair, position), scores)
@@ -1025,9 +1025,8 @@ class IncrementalCorefModel(nn.Module):
             index = torch.arange(total, device=device).expand(k, total)  # [k, T]
         else:
             ranking = coarse
-            if gold is not None:  # gold columns first (finite ones: the others are not columns)
-                first = self.gold_columns(memory, spans, gold, total).to(device)  # [k, T]
-                ranking = coarse.masked_fill(first & (coarse > float("-inf")), float("inf"))
+            if gold is not None:  # gold columns first (scored ones only: their coarse score is finite)
+                ranking = coarse.masked_fill(self.gold_columns(memory, spans, gold, total).to(device), float("inf"))
             index = torch.topk(ranking, scored, dim=1).indices  # [k, K + margin]
             anchors = anchors.gather(1, index.unsqueeze(2).expand(-1, -1, 2))  # [k, K + margin, 2]
         phi = features(self.pair_scorer, located, anchors)  # [k, T or K + margin, F]
@@ -1075,19 +1074,15 @@ class IncrementalCorefModel(nn.Module):
     @staticmethod
     def gold_columns(memory: EntityMemory, spans: Sequence[Span], gold: GoldAntecedents, width: int) -> torch.Tensor:
         """Which of ``base_scores``' ``width`` columns each span will have as gold options among the base rows:
-        ``[k, width]`` bool on the host, a row when its entity holds an earlier mention of the span's gold cluster
-        (``GoldAntecedents.target_ids`` at the segment's start). (The segment's own spans are not: which entity
-        each joins is decided later.)"""
-        rows_of_entity: dict[int, list[int]] = {}
-        for row, column_id in enumerate(memory.base_ids):
-            rows_of_entity.setdefault(memory.entity_of(column_id), []).append(row)
+        ``[k, width]`` bool on the host, the scored columns (``EntityMemory.scored_columns``: base rows, at the
+        segment's start) of the entities holding an earlier mention of its gold cluster
+        (``GoldAntecedents.target_ids``). (The segment's own spans are not: which entity each joins is decided
+        later.)"""
         found = torch.zeros(len(spans), width, dtype=torch.bool, device=torch.device("cpu"))  # [k, width]
         for position, span in enumerate(spans):
-            rows = [
-                row for entity_id in gold.target_ids(span, memory, True) for row in rows_of_entity.get(entity_id, [])
-            ]
-            if rows:
-                found[position, rows] = True
+            columns = memory.scored_columns(gold.target_ids(span, memory, True))
+            if columns:
+                found[position, columns] = True
         return found
 
     @property

@@ -603,23 +603,27 @@ class SegmentLoss:
             for table, part in zip(tables, version, strict=True):
                 table.append(part.unsqueeze(0))
         entities, projections, priors = (torch.cat(table) for table in tables)  # [rows, D], [rows, ffnn], [rows]
-        pair_span, pair_position, pair_option, pair_anchor = [], [], [], []  # per (span, option) pair
-        for span, options in enumerate(self.options):
-            pair_span.extend([span] * len(options))
+        having = [span for span, options in enumerate(self.options) if options]  # [m] spans with such options
+        pair_row, pair_position, pair_option, pair_anchor = [], [], [], []  # per (span, option) pair
+        for row, span in enumerate(having):
+            options = self.options[span]
+            pair_row.extend([row] * len(options))
             pair_position.extend(range(len(options)))
             pair_option.extend(options)
             pair_anchor.extend(self.anchors[span])
         cpu = torch.device("cpu")  # built on the host, whatever the default device, then moved
-        located = torch.tensor([self.located[span] for span in pair_span], dtype=torch.long, device=cpu)  # [P, 2]
+        located = torch.tensor([self.located[span] for span in having], dtype=torch.long, device=cpu)  # [m, 2]
         anchors = torch.tensor(pair_anchor, dtype=torch.long, device=cpu).reshape(-1, 1, 2)  # [P, 1, 2]
         index = torch.tensor(pair_option, dtype=torch.long, device=cpu).reshape(-1, 1)  # [P, 1]
-        span_of_pair = torch.tensor(pair_span, dtype=torch.long, device=cpu)  # [P]
+        pair_row = torch.tensor(pair_row, dtype=torch.long, device=cpu)  # [P]: its span's row in having
         position = torch.tensor(pair_position, dtype=torch.long, device=cpu)  # [P]
-        located, anchors, index, span_of_pair, position = (
-            t.to(device) for t in (located, anchors, index, span_of_pair, position)
+        having_rows = torch.tensor([self.spans[span] for span in having], dtype=torch.long, device=cpu)  # [m]
+        having = torch.tensor(having, dtype=torch.long, device=cpu)  # [m]
+        located, anchors, index, pair_row, position, having_rows, having = (
+            t.to(device) for t in (located, anchors, index, pair_row, position, having_rows, having)
         )
-        span_rows = torch.tensor(self.spans, device=device)  # [n]: each recorded span's row among the kept ones
-        rows = span_rows[span_of_pair]  # [P]
+        located = located[pair_row]  # [P, 2]
+        rows = having_rows[pair_row]  # [P]: each pair's span's row among the kept ones
         scores = model.pair_scorer.scores(
             embeddings[rows],
             entities,
@@ -632,11 +636,10 @@ class SegmentLoss:
         if model.config.score == "calibrated":  # as _score_against adds them
             # Each span against every row of the table, then gathered: no [P, D] copy of the entities (nor its
             # backward).
-            having, pair_row = torch.unique(span_of_pair, return_inverse=True)  # [m] spans with such options
-            bilinear = (sources[span_rows[having]] @ entities.T).float()  # [m, rows]
+            bilinear = (sources[having_rows] @ entities.T).float()  # [m, rows]
             scores = scores + priors[index[:, 0]] + bilinear[pair_row, index[:, 0]]
         spread = scores.new_full((len(self.options), width), float("-inf"))  # [n, Ct]
-        return spread.index_put((span_of_pair, position), scores)
+        return spread.index_put((having[pair_row], position), scores)
 
     def loss(
         self,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,26 @@ def test_reads_the_tiny_fixture():
     assert document.pos[3] == "PRP$" and document.pos[6] == "PRP"
     # Cluster 1 completes first (word 1), then cluster 2 (word 4); mentions in completion order.
     assert document.clusters == [[(0, 1), (3, 3)], [(3, 4), (6, 6)]]
+
+
+def test_a_byte_order_mark_and_crlf_line_ends_read_as_the_plain_file(tmp_path):
+    plain = read_conll(TINY)
+    for name, data in (
+        ("bom", b"\xef\xbb\xbf" + TINY.read_bytes()),
+        ("crlf", TINY.read_bytes().replace(b"\n", b"\r\n")),
+        ("both", b"\xef\xbb\xbf" + TINY.read_bytes().replace(b"\n", b"\r\n")),
+    ):
+        path = tmp_path / f"{name}.v4_gold_conll"
+        path.write_bytes(data)
+        assert [replace(document, source=str(TINY)) for document in read_conll(path)] == plain, name
+        # the response written from it has the plain file's layout, without the mark
+        write_conll_response(path, {plain[0].doc_key: [[(0, 1)]]}, tmp_path / f"{name}.response")
+        assert not (tmp_path / f"{name}.response").read_bytes().startswith(b"\xef\xbb\xbf")
+
+
+def test_a_directory_in_place_of_a_file_is_named(tmp_path):
+    with pytest.raises(ConllFormatError, match="a directory, not a CoNLL file"):
+        read_conll(tmp_path)
 
 
 def test_space_aligned_columns_and_several_parts():

@@ -317,7 +317,7 @@ def test_fewer_antecedents_at_inference_score_the_top_coarse_ones_as_the_full_mo
     _, incremental_dir = save_tiny_models(tmp_path / "tiny")
     with pytest.raises(ConfigError, match="baseline setting"):
         CorefModel.load(incremental_dir, max_top_antecedents=2)
-    with pytest.raises(ConfigError, match="max_top_antecedents must be at least 1"):
+    with pytest.raises(ConfigError, match="model key 'max_top_antecedents' must be at least 1"):
         CorefModel.load(tmp_path / "b", max_top_antecedents=0)
 
 

@@ -112,3 +112,36 @@ def test_settings_and_telemetry():
 
     assert settings.CONFIG_LOADER_ARGS["merge_strategy"] == {"parameters": "soft"}
     assert yaml.safe_load((PROJECT_ROOT / ".telemetry").read_text()) == {"consent": False}
+
+
+def test_the_readme_gives_two_set_up_commands_and_ci_runs_the_second_exactly():
+    """The README's set-up section: the main job's command and the tests' command, both from the lock; .ci/run
+    runs the tests' command as it is written there."""
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    section = readme.split("## Set up on a fresh machine", 1)[1].split("\n## ", 1)[0]
+    commands = [block.strip() for block in section.split("```bash")[1:]]
+    commands = [block.split("```", 1)[0].strip() for block in commands]
+    assert len(commands) == 2, commands
+    main_job, tests = commands
+    for command in commands:
+        assert command.startswith("pip install -c requirements/lock.txt torch==2.13.0 -e "), command
+    assert "kedro run --pipelines=preprocess,segment,coref_train,incremental_train,evaluate" in main_job
+    assert tests in (PROJECT_ROOT / ".ci" / "run").read_text().splitlines()
+    assert (PROJECT_ROOT / "requirements" / "lock.txt").is_file()
+
+
+def test_every_dependency_is_pinned_in_the_lock():
+    """A dependency added to pyproject.toml without refreshing requirements/lock.txt (README: the uv command)."""
+    import re
+
+    import tomllib
+
+    project = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]
+    wanted = [*project["dependencies"], *(r for extra in project["optional-dependencies"].values() for r in extra)]
+    pinned = {
+        re.split(r"[=;\s]", line, maxsplit=1)[0].lower().replace("_", "-")
+        for line in (PROJECT_ROOT / "requirements" / "lock.txt").read_text().splitlines()
+        if "==" in line and not line.startswith((" ", "#"))
+    }
+    names = {re.split(r"[\[<>=!~;\s]", requirement, maxsplit=1)[0].lower().replace("_", "-") for requirement in wanted}
+    assert names - pinned == set()

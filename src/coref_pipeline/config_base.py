@@ -98,6 +98,17 @@ class Config:
                 raise ConfigError(f"{cls.what} key {key!r}: {value!r} is not {_type_name(hints[key])}") from None
         return cls(**kwargs)
 
+    def require(self, ok: bool, key: str, requirement: str) -> None:
+        """A :class:`ConfigError` naming ``key``, its value and ``requirement`` unless ``ok``."""
+        if not ok:
+            raise ConfigError(f"{self.what} key {key!r} must be {requirement}, got {getattr(self, key)!r}")
+
+    def require_range(self, key: str, low: float, high: float, low_open: bool = False, high_open: bool = False) -> None:
+        """``key``'s value must lie between ``low`` and ``high`` (each end included unless open)."""
+        value = getattr(self, key)
+        ok = (low < value if low_open else low <= value) and (value < high if high_open else value <= high)
+        self.require(ok, key, f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}")
+
     @classmethod
     def keys(cls) -> tuple[str, ...]:
         return tuple(field.name for field in dataclasses.fields(cls))

@@ -102,13 +102,16 @@ class ConllFile:
 
     @classmethod
     def read(cls, path: str | Path) -> ConllFile:
-        """The file's text; a missing or non-UTF-8 file is a :class:`ConllFormatError` naming it."""
+        """The file's text (a UTF-8 byte-order mark is read as none, as CRLF line ends are read as LF);
+        a missing or non-UTF-8 file is a :class:`ConllFormatError` naming it."""
         path = Path(path)
+        if path.is_dir():
+            raise ConllFormatError(str(path), None, "a directory, not a CoNLL file")
         if not path.is_file():
             raise ConllFormatError(str(path), None, "no such file")
         data = path.read_bytes()
         try:
-            return cls(str(path), data.decode("utf-8"))
+            return cls(str(path), data.decode("utf-8-sig"))
         except UnicodeDecodeError as error:
             line = data.count(b"\n", 0, error.start) + 1
             raise ConllFormatError(str(path), line, "not a UTF-8 text file (a binary file?)") from None
@@ -564,7 +567,7 @@ def write_conll_response(
     See :func:`format_conll_response`.
     """
     gold_path = Path(gold_path)
-    text = format_conll_response(gold_path.read_text(encoding="utf-8"), clusters_by_doc, str(gold_path))
+    text = format_conll_response(ConllFile.read(gold_path).text, clusters_by_doc, str(gold_path))
     atomic_write_text(output_path, text)
 
 

@@ -26,7 +26,7 @@ from coref_pipeline.conll import (
     genre_of,
     parse_conll_lines,
 )
-from coref_pipeline.pretrained import load_tokenizer
+from coref_pipeline.pretrained import PretrainedUnavailableError, load_tokenizer
 from coref_pipeline.segmentation import SegmentationMismatchError, SegmentationRecord, SegmentLength, segment_words
 
 logger = logging.getLogger(__name__)
@@ -166,13 +166,36 @@ class SegmentedCorpus:
 
     def check_tokenizer(self, tokenizer_name: str, tokenizer: Any, max_segment_len: int | str, what: str) -> None:
         """Refuse documents segmented with another tokenizer (or at another length) than ``what`` uses."""
-        self.record.check(
-            tokenizer_name,
-            tokenizer,
-            max_segment_len,
-            what,
-            f"{RESEGMENT_COMMAND} --params segment.tokenizer={tokenizer_name},segment.max_segment_lens=[{max_segment_len}]",
-        )
+        self.record.check(tokenizer_name, tokenizer, max_segment_len, what, _resegment(tokenizer_name, max_segment_len))
+
+    def check_before_loading(self, tokenizer_name: str, max_segment_len: int | str, what: str) -> None:
+        """What can be refused before a model is loaded, offline: the segment length, and a tokenizer of another name.
+
+        The same name is checked in full (its vocabulary) once the model is loaded. Another name
+        may still be the same vocabulary (a hub id and a local copy of it): its tokenizer is then
+        loaded, which is quick, and compared; where it cannot be had (offline, not cached), the
+        documents are refused with both names.
+        """
+        resegment = _resegment(tokenizer_name, max_segment_len)
+        if tokenizer_name == self.record.tokenizer:
+            self.record.check_length(max_segment_len, what, resegment)
+            return
+        try:
+            tokenizer = load_tokenizer(tokenizer_name)
+        except PretrainedUnavailableError as error:
+            raise SegmentationMismatchError(
+                f"the documents were segmented with tokenizer {self.record.tokenizer!r}, {what} uses "
+                f"{tokenizer_name!r}, which is not available here to compare ({error}): re-segment them with "
+                f"`{resegment}`, or choose the preset they were segmented for"
+            ) from None
+        self.record.check(tokenizer_name, tokenizer, max_segment_len, what, resegment)
+
+
+def _resegment(tokenizer_name: str, max_segment_len: int | str) -> str:
+    """The command that segments the corpus for a model reading ``max_segment_len`` with ``tokenizer_name``."""
+    return (
+        f"{RESEGMENT_COMMAND} --params segment.tokenizer={tokenizer_name},segment.max_segment_lens=[{max_segment_len}]"
+    )
 
 
 def segment_for_model(

@@ -1,4 +1,5 @@
-"""Kedro datasets for the project's file formats: CoNLL-2012 text, jsonlines, model directories.
+"""Kedro datasets for the project's file formats: CoNLL-2012 text, jsonlines, model directories,
+and :class:`AtomicDataset`, which saves any one-file Kedro dataset whole or not at all.
 
 These adapt the library's readers and writers to Kedro's catalog; the library never imports them.
 """
@@ -11,7 +12,8 @@ from typing import Any
 from kedro.io import AbstractDataset, DatasetError
 
 from coref_pipeline.conll import ConllFile
-from coref_pipeline.files import JsonLinesError, read_jsonlines, write_jsonlines
+from coref_pipeline.errors import OutputError, os_refusal
+from coref_pipeline.files import JsonLinesError, atomic_path, read_jsonlines, write_jsonlines
 
 
 class _FileDataset(AbstractDataset):
@@ -77,3 +79,48 @@ class CorefModelDataset(AbstractDataset):
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path)}
+
+
+class AtomicDataset(AbstractDataset):
+    """Any Kedro dataset stored in one local file (``dataset``: its type, or its configuration without
+    ``filepath``), saved whole or not at all: to a temporary file beside ``filepath``, then renamed
+    onto it. A run that fails or is killed while saving (a full disk, say) leaves the earlier file as
+    it was. Loading and ``exists`` are the wrapped dataset's own.
+
+    .. code-block:: yaml
+
+        word_documents_train:
+          type: coref_pipeline.datasets.AtomicDataset
+          dataset: pandas.ParquetDataset
+          filepath: data/02_intermediate/train.word_documents.parquet
+    """
+
+    def __init__(self, dataset: str | dict[str, Any], filepath: str, metadata: dict[str, Any] | None = None) -> None:
+        self._config = {"type": dataset} if isinstance(dataset, str) else dict(dataset)
+        if "filepath" in self._config:
+            raise DatasetError(f"AtomicDataset {filepath}: give filepath beside dataset, not inside it")
+        self._filepath = PurePosixPath(filepath)
+        self._dataset = self._at(Path(self._filepath))
+        self.metadata = metadata
+
+    def _at(self, path: Path) -> AbstractDataset:
+        return AbstractDataset.from_config(f"atomic:{self._filepath}", {**self._config, "filepath": str(path)})
+
+    def load(self) -> Any:
+        return self._dataset.load()
+
+    def save(self, data: Any) -> None:
+        try:
+            with atomic_path(Path(self._filepath)) as temporary:
+                self._at(temporary).save(data)
+        except DatasetError as error:  # the wrapped dataset's: a refused write names the file it is for
+            refusal = os_refusal(error)
+            if refusal is None:
+                raise
+            raise OutputError(self._filepath, refusal.errno) from error
+
+    def _exists(self) -> bool:
+        return self._dataset.exists()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"filepath": str(self._filepath), "dataset": self._config["type"]}

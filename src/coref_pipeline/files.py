@@ -1,34 +1,47 @@
-"""Files written whole or not at all: a reader (or a killed run) never sees half of one.
+"""Files written whole or not at all, and folders one run writes at a time.
 
 Every writer in the project goes through :func:`atomic_path`: the content is
 written to a temporary name beside the target and renamed into place, which
-POSIX makes atomic on one file system.
+POSIX makes atomic on one file system. A write the operating system refuses
+(permission, a full disk, a directory in the way) is an :class:`OutputError`
+naming the target.
+
+:func:`exclusive_directory` gives one process a folder (a training run's work
+directory) for as long as it runs: an OS file lock, released when the process
+ends however it ends, so a second run on the same folder is refused at once and a
+killed holder's folder is free again.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import socket
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from coref_pipeline.errors import UserError
+from coref_pipeline.errors import UserError, output_error
 
 
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path beside ``path`` to write to; renamed onto ``path`` when the block ends without error."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(f".{path.name}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         yield temporary
         os.replace(temporary, path)
+    except OSError as error:
+        raise output_error(path, error) from error
     finally:
-        if temporary.exists():
+        if temporary.is_file():
             temporary.unlink()
 
 
@@ -56,7 +69,7 @@ def read_jsonlines(path: str | Path) -> list[dict[str, Any]]:
     """The JSON objects of a jsonlines file, blank lines skipped; a bad line is an error naming file and line."""
     path = Path(path)
     records = []
-    with path.open(encoding="utf-8") as handle:
+    with path.open(encoding="utf-8-sig") as handle:  # a byte-order mark is read as none
         for line_number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
@@ -72,11 +85,106 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     """A fresh temporary folder beside ``path`` to fill; it replaces ``path`` when the block ends without error."""
     path = Path(path)
     temporary = path.with_name(f".{path.name}.tmp")
-    shutil.rmtree(temporary, ignore_errors=True)
-    temporary.mkdir(parents=True)
     try:
+        shutil.rmtree(temporary, ignore_errors=True)
+        temporary.mkdir(parents=True)
         yield temporary
         shutil.rmtree(path, ignore_errors=True)
         os.replace(temporary, path)
+    except OSError as error:
+        raise output_error(path, error) from error
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
+
+
+def make_directory(path: str | Path) -> Path:
+    """``path`` and its parents created; a refusal is an :class:`OutputError` naming ``path``."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:  # a file where the folder (or one of its parents) should be
+        raise output_error(path, NotADirectoryError(errno.ENOTDIR, "Not a directory", str(path))) from None
+    except OSError as error:
+        raise output_error(path, error) from error
+    return path
+
+
+# A directory a process holds: the OS lock file, and who holds it (pid, host, start, command).
+LOCK_FILE = "run.lock"
+HOLDER_FILE = "run_holder.json"
+_held: dict[str, list[Any]] = {}  # resolved folder -> [the lock, how many blocks of this process hold it]
+
+
+class DirectoryInUseError(UserError, RuntimeError):
+    """A folder another live process holds (:func:`exclusive_directory`); the message names the holder."""
+
+
+def directory_holder(path: str | Path) -> dict[str, Any]:
+    """Who holds (or last held) ``path``: ``pid``, ``host``, ``started`` (UTC), ``command``; {} when unknown."""
+    try:
+        return json.loads((Path(path) / HOLDER_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+@contextmanager
+def exclusive_directory(path: str | Path, way_out: str = "") -> Iterator[Path]:
+    """Hold the folder ``path`` (created if need be) for this block; refused at once if another process holds it.
+
+    The refusal is a :class:`DirectoryInUseError` naming the folder, the holder's pid, host and
+    start time, and ``way_out`` (what to do instead, e.g. another ``work_dir``). The lock is the
+    operating system's (``filelock``): it goes with the holding process, so the folder of a killed
+    run is taken over by the next. Blocks of one process nest. Code that clears the folder keeps
+    :data:`LOCK_FILE` and :data:`HOLDER_FILE`.
+    """
+    from filelock import FileLock, Timeout
+
+    folder = make_directory(path)
+    key = str(folder.resolve())
+    if key in _held:
+        _held[key][1] += 1
+        try:
+            yield folder
+        finally:
+            _held[key][1] -= 1
+        return
+    lock = FileLock(str(folder / LOCK_FILE), timeout=0)
+    try:
+        lock.acquire()
+    except Timeout:
+        holder = directory_holder(folder)
+        who = f"pid {holder.get('pid', '?')} on {holder.get('host', '?')}, started {holder.get('started', '?')}"
+        raise DirectoryInUseError(
+            f"{folder} is in use by another run ({who}): wait for it to end" + (f", or {way_out}" if way_out else "")
+        ) from None
+    except OSError as error:
+        raise output_error(folder / LOCK_FILE, error) from error
+    _held[key] = [lock, 1]
+    try:
+        atomic_write_json(
+            {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+                "command": " ".join(sys.argv),
+            },
+            folder / HOLDER_FILE,
+        )
+        yield folder
+    finally:
+        del _held[key]
+        lock.release()
+
+
+def clear_directory(path: str | Path) -> None:
+    """Remove everything in ``path`` but the lock that :func:`exclusive_directory` holds there."""
+    for entry in Path(path).iterdir():
+        if entry.name in (LOCK_FILE, HOLDER_FILE):
+            continue
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        except OSError as error:
+            raise output_error(entry, error) from error

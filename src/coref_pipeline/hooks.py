@@ -4,12 +4,14 @@ multi-process run started by torchrun or SLURM, only rank 0 saves the pipeline's
 from __future__ import annotations
 
 import logging
-import os
+from pathlib import Path
 from typing import Any
 
+import yaml
 from kedro.framework.hooks import hook_impl
 
 from coref_pipeline.errors import UserError
+from coref_pipeline.processes import launched_rank
 
 
 class MissingPrerequisiteError(UserError, RuntimeError):
@@ -20,13 +22,40 @@ def _producers(dataset: str, registered: dict[str, Any]) -> list[str]:
     return sorted(name for name, pipeline in registered.items() if dataset in pipeline.all_outputs())
 
 
-def _describe(catalog: Any, dataset: str) -> str:
+def _location(catalog: Any, dataset: str) -> str | None:
+    """The file or folder a dataset reads, when its description names one."""
     try:
         description = catalog.get(dataset)._describe()
-    except Exception:  # noqa: BLE001 - a description is only a courtesy
-        return dataset
+    except Exception:  # noqa: BLE001 - a location is only a courtesy
+        return None
     where = description.get("filepath") or description.get("path")
+    return str(where) if where else None
+
+
+def _describe(catalog: Any, dataset: str) -> str:
+    where = _location(catalog, dataset)
     return f"{dataset} ({where})" if where else dataset
+
+
+def _corpus_setting(run_params: dict[str, Any]) -> str:
+    """The configuration file that names the corpus: the run environment's globals.yml when it sets one."""
+    project = Path(run_params.get("project_path") or ".")
+    environment = run_params.get("env") or "local"
+    local = Path("conf") / environment / "globals.yml"
+    try:
+        if "corpus" in (yaml.safe_load((project / local).read_text(encoding="utf-8")) or {}):
+            return local.as_posix()
+    except (OSError, yaml.YAMLError, TypeError):
+        pass
+    return "conf/base/globals.yml"
+
+
+def _raw_input_fault(catalog: Any, dataset: str, setting: str) -> str:
+    """Why a raw input (one no pipeline writes) cannot be read: absent, or a folder where a file belongs."""
+    where = _location(catalog, dataset)
+    if where is not None and Path(where).is_dir():
+        return f"{dataset} ({where}) is a directory, not a CoNLL file (the corpus is named in {setting})"
+    return f"{_describe(catalog, dataset)}: no such file (the corpus is named in {setting})"
 
 
 class PrerequisitesHook:
@@ -43,14 +72,20 @@ class PrerequisitesHook:
 
         registered = every_pipeline()
         by_producer: dict[str, list[str]] = {}
+        raw_faults: list[str] = []
+        setting = _corpus_setting(run_params)
         for name in missing:
             producers = _producers(name, registered)
-            by_producer.setdefault(producers[0] if producers else "", []).append(_describe(catalog, name))
+            if producers:
+                by_producer.setdefault(producers[0], []).append(_describe(catalog, name))
+            else:
+                raw_faults.append(_raw_input_fault(catalog, name, setting))
         steps = [
-            f"{', '.join(names)}: run `kedro run --pipelines={producer}` first"
-            if producer
-            else f"{', '.join(names)}: no such file (the corpus is named in conf/base/globals.yml)"
-            for producer, names in by_producer.items()
+            *raw_faults,
+            *(
+                f"{', '.join(names)}: run `kedro run --pipelines={producer}` first"
+                for producer, names in by_producer.items()
+            ),
         ]
         message = "this run needs what no run has written yet: " + "; ".join(steps)
         absent = {name.removesuffix("_model") for name in missing if name.endswith("_model")}
@@ -59,14 +94,6 @@ class PrerequisitesHook:
             run = " ".join(["kedro run", *(f"--pipelines={n}" for n in run_params.get("pipeline_names") or [])])
             message += f"; or run it for the {' and '.join(present)} model alone: `{run} --tags={','.join(present)}`"
         raise MissingPrerequisiteError(message)
-
-
-def launched_rank() -> int:
-    """This process's global rank when torchrun (``RANK``) or SLURM (``SLURM_PROCID``) started it; else 0."""
-    for variable in ("RANK", "SLURM_PROCID"):
-        if os.environ.get(variable, "").isdigit():
-            return int(os.environ[variable])
-    return 0
 
 
 class RankZeroWritesHook:

@@ -64,12 +64,12 @@ def read_predict_inputs(path: str | Path) -> PredictInputs:
     if not path.is_file():
         raise InputFormatError(f"{path}: no such file")
     if path.suffix == ".txt":
-        return PredictInputs("raw", [{"text": path.read_text(encoding="utf-8"), "doc_key": path.stem}])
+        return PredictInputs("raw", [{"text": path.read_text(encoding="utf-8-sig"), "doc_key": path.stem}])
     if path.suffix not in JSONLINES_SUFFIXES:
         raise InputFormatError(f"{path}: expected a .txt file or jsonlines ({', '.join(JSONLINES_SUFFIXES)})")
     kinds: set[str] = set()
     records = []
-    with path.open(encoding="utf-8") as handle:
+    with path.open(encoding="utf-8-sig") as handle:
         for line_number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue

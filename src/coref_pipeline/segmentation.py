@@ -160,6 +160,10 @@ class SegmentationRecord:
                 f"the documents were segmented with tokenizer {self.tokenizer!r}, {what} uses {tokenizer_name!r} "
                 f"(another vocabulary): re-segment them with `{resegment}`"
             )
+        self.check_length(max_segment_len, what, resegment)
+
+    def check_length(self, max_segment_len: int | str | None, what: str, resegment: str) -> None:
+        """Raise :class:`SegmentationMismatchError` unless the documents were segmented at ``max_segment_len`` (None: any)."""
         if max_segment_len is not None and max_segment_len not in self.max_segment_lens:
             raise SegmentationMismatchError(
                 f"the documents were segmented at max_segment_len {list(self.max_segment_lens)}, {what} reads "

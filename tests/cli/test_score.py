@@ -239,6 +239,7 @@ EDGE_CASES = {
     + END,
     "no final newline": HEADER + row(0, "(1)") + END.rstrip("\n"),
     "CRLF line ends": (HEADER + row(0, "(1)") + row(1, "(1)") + END).replace("\n", "\r\n"),
+    "UTF-8 byte-order mark": "\ufeff" + HEADER + row(0, "(1)") + row(1, "(1)") + END,
     "Unicode line separator": HEADER + "doc 0 0 a\u2028b (1)\n" + row(1, "(1)") + END,
     "Unicode words": HEADER + "doc 0 0 “Ahab” (1)\n" + "doc 0 1 — -\n" + "doc 0 2 naïve (1)\n" + END,
     "underscore cell": HEADER + row(0, "_") + row(1, "(1)") + END,
@@ -263,7 +264,7 @@ EDGE_CASES = {
 FAST_CASES = [
     name
     for name in list(EDGE_CASES)[: list(EDGE_CASES).index("unbalanced close")]
-    if name not in {"a comment line is a row", "CRLF line ends", "Unicode line separator"}
+    if name not in {"a comment line is a row", "CRLF line ends", "UTF-8 byte-order mark", "Unicode line separator"}
 ]
 
 
@@ -273,6 +274,14 @@ def test_reading_equals_read_conll_on_edge_cases(tmp_path: Path, name: str) -> N
     path.write_bytes(EDGE_CASES[name].encode("utf-8"))
     assert reading(path) == reference_reading(path)
     assert (scoring._read_clusters_fast(path) is not None) == (name in FAST_CASES)
+
+
+@pytest.mark.parametrize("name", ["CRLF line ends", "UTF-8 byte-order mark"])
+def test_a_byte_order_mark_and_crlf_read_as_their_plain_twin(tmp_path: Path, name: str) -> None:
+    plain, variant = tmp_path / "plain.conll", tmp_path / "variant.conll"
+    plain.write_bytes((HEADER + row(0, "(1)") + row(1, "(1)") + END).encode("utf-8"))
+    variant.write_bytes(EDGE_CASES[name].encode("utf-8"))
+    assert reading(variant) == reading(plain) and reading(plain)
 
 
 def random_document(rng: random.Random, number: int) -> str:

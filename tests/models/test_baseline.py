@@ -232,7 +232,7 @@ def test_mention_loss_coef_0_gives_exactly_the_original_loss_and_a_coefficient_a
     loss, original, mentions = losses[0.5]
     assert torch.equal(losses[0.0][1], original)  # same weights, same antecedent loss
     assert mentions > 0 and torch.allclose(loss, original + 0.5 * mentions)
-    with pytest.raises(ConfigError, match="mention_loss_coef must be 0 or more"):
+    with pytest.raises(ConfigError, match="model key 'mention_loss_coef' must be 0 or more, got -1.0"):
         tiny_config(mention_loss_coef=-1.0)
 
 
@@ -257,7 +257,7 @@ def test_a_mention_loss_over_the_top_spans_is_coref_hois_on_the_kept_spans():
     # The same dropout draws: the same spans kept, and the loss over the candidates is another number.
     assert torch.equal(found["candidates"].top_span_starts, output.top_span_starts)
     assert not torch.allclose(found["candidates"].loss, output.loss)
-    with pytest.raises(ConfigError, match="mention_loss_spans must be one of"):
+    with pytest.raises(ConfigError, match="model key 'mention_loss_spans' must be one of"):
         tiny_config(mention_loss_spans="gold")
 
 

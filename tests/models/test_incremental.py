@@ -383,7 +383,7 @@ def test_mention_loss_coef_adds_the_weighted_mention_loss_of_every_segments_cand
     for without, with_mentions, mentions in zip(losses[0.0], losses[0.5], expected, strict=True):
         assert with_mentions == pytest.approx(without + 0.5 * mentions, rel=1e-5)
     assert mention_grad is not None and mention_grad.abs().sum() > 0
-    with pytest.raises(ConfigError, match="mention_loss_coef must be 0 or more"):
+    with pytest.raises(ConfigError, match="incremental model key 'mention_loss_coef' must be 0 or more"):
         incremental_config(mention_loss_coef=-0.1)
 
 
@@ -810,9 +810,11 @@ def test_without_entity_representations_only_mention_columns_are_scored():
         second,
     ]
     assert all(memory.columns()[c] in memory.owner for c in memory.scored_columns([second, first]))
-    with pytest.raises(ConfigError, match="entity_representation: false needs recent_mentions"):
+    with pytest.raises(ConfigError, match="incremental model key 'entity_representation': false needs recent_mentions"):
         incremental_config(entity_representation=False)
-    with pytest.raises(ConfigError, match="recent_mentions must be a non-negative"):
+    with pytest.raises(
+        ConfigError, match="incremental model key 'recent_mentions' must be a number of mentions, 0 or more"
+    ):
         incremental_config(recent_mentions=-1)
 
 

@@ -161,7 +161,9 @@ def test_a_change_to_the_model_or_training_code_starts_afresh(tmp_path, caplog, 
         source.write_text(source.read_text() + "\n# a change to code the run executes\n")
         with caplog.at_level("INFO"):
             train(fresh_model(), config, tmp_path / "run")
-        assert "another configuration, data or code: starting a fresh run" in caplog.text, changed
+        assert (
+            "starting a fresh run from step 0: it holds a run with another configuration, data or code" in caplog.text
+        ), changed
         assert "Training already finished" not in caplog.text, changed
         caplog.clear()
     # A module it never imports (the score command): the finished run is kept.
@@ -216,5 +218,5 @@ def test_encoder_attention_dropout_is_set_for_the_run_and_saved_with_the_model(t
     assert encoder.model.config._attn_implementation == attention.IMPLEMENTATION
     assert encoder.model.config.attention_probs_dropout_prob == 0.2
     assert kept.model.encoder.model.config._attn_implementation == "sdpa"
-    with pytest.raises(ConfigError, match=r"encoder_attention_dropout must be in \[0.0"):
+    with pytest.raises(ConfigError, match=r"training key 'encoder_attention_dropout' must be in \[0.0, 1.0\)"):
         training_config(encoder_attention_dropout=1.5)

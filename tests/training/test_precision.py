@@ -120,9 +120,11 @@ def test_training_on_an_absent_gpu_is_one_line(tmp_path):
 
 def test_precision_and_strategy_are_checked():
     assert TrainingConfig.from_dict({"precision": 32}).precision == "32"  # YAML's unquoted 32
-    with pytest.raises(ConfigError, match=r"precision must be one of \['32', 'bf16-mixed', '16-mixed'\], got 'fp8'"):
+    with pytest.raises(
+        ConfigError, match=r"training key 'precision' must be one of \['32', 'bf16-mixed', '16-mixed'\], got 'fp8'"
+    ):
         TrainingConfig.from_dict({"precision": "fp8"})
     with pytest.raises(ConfigError, match="fsdp is not supported"):
         TrainingConfig.from_dict({"strategy": "fsdp"})
-    with pytest.raises(ConfigError, match="devices and num_nodes must be positive"):
+    with pytest.raises(ConfigError, match="training key 'devices' must be at least 1, got 0"):
         TrainingConfig.from_dict({"devices": 0})

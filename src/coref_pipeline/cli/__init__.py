@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from coref_pipeline.errors import UserError
+from coref_pipeline.errors import UserError, os_fault
 
 LOG_FORMAT = "%(levelname)s %(name)s: %(message)s"
 EXIT_USER_ERROR = 2  # bad input, as for a usage error
@@ -77,6 +77,11 @@ class LazyGroup(click.Group):
             return super().invoke(ctx)
         except UserError as error:  # what the library says is the user's doing, if the command let it through
             raise CommandError(error) from None
+        except OSError as error:  # a write the operating system refused: the user's machine, not a bug
+            fault = os_fault(error)
+            if fault is None:
+                raise
+            raise CommandError(fault) from None
 
     def main(self, args: Any = None, prog_name: str | None = None, **kwargs: Any) -> Any:
         """Parse ``args`` (default ``sys.argv[1:]``), run the command and exit with its code (0, or 2 on bad input)."""

@@ -10,6 +10,7 @@ Corpus scores pool counts over documents as the reference does.
 
 from __future__ import annotations
 
+import codecs
 import logging
 import mmap
 import os
@@ -249,8 +250,8 @@ def _read_clusters_fast(path: str | Path) -> dict[str, list[Cluster]] | None:
 
 
 def _parse_clusters(data: bytes | mmap.mmap) -> dict[str, list[Cluster]]:
-    if any(data.find(line_break) >= 0 for line_break in _ASCII_LINE_BREAKS):
-        raise _NotFast
+    if any(data.find(line_break) >= 0 for line_break in _ASCII_LINE_BREAKS) or data[:3] == codecs.BOM_UTF8:
+        raise _NotFast  # read_conll reads other line breaks and a byte-order mark
     if not len(data):
         return {}
     buffer = np.frombuffer(data, dtype=np.uint8)  # [num_bytes]

@@ -43,20 +43,12 @@ STRATEGIES = ("auto", "ddp")
 
 def _check_span_selection(config: BaselineConfig | IncrementalConfig) -> None:
     """The checks of the keys each model has its own value of."""
-    _check_range("top_span_ratio", config.top_span_ratio, 0.0, 1.0, low_open=True)
-    _check_range("dropout_rate", config.dropout_rate, 0.0, 0.999999)
-    if config.mention_loss_coef < 0:
-        raise ConfigError(f"mention_loss_coef must be 0 or more, got {config.mention_loss_coef}")
-    if config.mention_loss_spans not in MENTION_LOSS_SPANS:
-        raise ConfigError(
-            f"mention_loss_spans must be one of {list(MENTION_LOSS_SPANS)}, got {config.mention_loss_spans!r}"
-        )
-
-
-def _check_range(name: str, value: float, low: float, high: float, low_open: bool = False) -> None:
-    if value < low or value > high or (low_open and value == low) or (not low_open and high < 1 and value == high):
-        bracket = "(" if low_open else "["
-        raise ConfigError(f"{name} must be in {bracket}{low}, {high}], got {value}")
+    config.require_range("top_span_ratio", 0.0, 1.0, low_open=True)
+    config.require_range("dropout_rate", 0.0, 1.0, high_open=True)
+    config.require(config.mention_loss_coef >= 0, "mention_loss_coef", "0 or more")
+    config.require(
+        config.mention_loss_spans in MENTION_LOSS_SPANS, "mention_loss_spans", f"one of {list(MENTION_LOSS_SPANS)}"
+    )
 
 
 @dataclass(frozen=True)
@@ -86,20 +78,17 @@ class SpanModelConfig(Config):
 
     def __post_init__(self) -> None:
         for name in ("max_segment_len", "max_training_sentences", "max_span_width", "ffnn_size", "feature_size"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.ffnn_depth < 1:
-            raise ConfigError(f"ffnn_depth must be at least 1, got {self.ffnn_depth}")
+            self.require(getattr(self, name) >= 1, name, "at least 1")
+        self.require(self.ffnn_depth >= 1, "ffnn_depth", "at least 1")
+        self.require(self.max_num_speakers >= 1, "max_num_speakers", "at least 1")
         if self.segment_sentences is not None:
-            if self.segment_sentences < 1:
-                raise ConfigError(f"segment_sentences must be at least 1 or null, got {self.segment_sentences}")
+            self.require(self.segment_sentences >= 1, "segment_sentences", "at least 1 or null")
             if self.max_segment_len != MAX_SENTENCE_SEGMENT_LEN:
                 raise ConfigError(
                     f"segment_sentences: segments of whole sentences are up to {MAX_SENTENCE_SEGMENT_LEN} subtokens "
                     f"long; set max_segment_len: {MAX_SENTENCE_SEGMENT_LEN} with it (got {self.max_segment_len})"
                 )
-        if self.default_genre not in self.genres:
-            raise ConfigError(f"default_genre {self.default_genre!r} is not one of genres {list(self.genres)}")
+        self.require(self.default_genre in self.genres, "default_genre", f"one of genres {list(self.genres)}")
 
     @property
     def tokenizer_name(self) -> str:
@@ -147,10 +136,10 @@ class BaselineConfig(SpanModelConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_span_selection(self)
-        if self.coref_depth < 1:
-            raise ConfigError(f"coref_depth must be at least 1, got {self.coref_depth}")
-        if self.max_top_antecedents < 1:
-            raise ConfigError(f"max_top_antecedents must be at least 1, got {self.max_top_antecedents}")
+        self.require(self.coref_depth >= 1, "coref_depth", "at least 1")
+        self.require(self.max_top_antecedents >= 1, "max_top_antecedents", "at least 1")
+        self.require(self.max_num_extracted_spans >= 1, "max_num_extracted_spans", "at least 1")
+        self.require(self.max_inference_subtokens >= 1, "max_inference_subtokens", "at least 1")
 
 
 UPDATES = ("learned", "mean")
@@ -209,28 +198,24 @@ class IncrementalConfig(SpanModelConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         _check_span_selection(self)
-        if self.alpha_hidden_size < 1:
-            raise ConfigError(f"alpha_hidden_size must be at least 1, got {self.alpha_hidden_size}")
-        if self.update not in UPDATES:
-            raise ConfigError(f"update must be one of {list(UPDATES)}, got {self.update!r}")
-        if self.loss not in LOSSES:
-            raise ConfigError(f"loss must be one of {list(LOSSES)}, got {self.loss!r}")
-        if self.score not in INCREMENTAL_SCORES:
-            raise ConfigError(f"score must be one of {list(INCREMENTAL_SCORES)}, got {self.score!r}")
-        if self.pair_features not in PAIR_FEATURES:
-            raise ConfigError(f"pair_features must be one of {list(PAIR_FEATURES)}, got {self.pair_features!r}")
+        self.require(self.alpha_hidden_size >= 1, "alpha_hidden_size", "at least 1")
+        self.require(self.update in UPDATES, "update", f"one of {list(UPDATES)}")
+        self.require(self.loss in LOSSES, "loss", f"one of {list(LOSSES)}")
+        self.require(self.score in INCREMENTAL_SCORES, "score", f"one of {list(INCREMENTAL_SCORES)}")
+        self.require(self.pair_features in PAIR_FEATURES, "pair_features", f"one of {list(PAIR_FEATURES)}")
         for name in ("negative_sample_rate", "teacher_forcing_rate"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-        if self.recent_mentions < 0:
-            raise ConfigError(f"recent_mentions must be a non-negative number of mentions, got {self.recent_mentions}")
+            self.require_range(name, 0.0, 1.0)
+        self.require(self.recent_mentions >= 0, "recent_mentions", "a number of mentions, 0 or more")
         if not self.entity_representation and self.recent_mentions < 1:
-            raise ConfigError("entity_representation: false needs recent_mentions of at least 1 (nothing to score)")
-        if self.max_top_entities is not None and self.max_top_entities < 1:
-            raise ConfigError(f"max_top_entities must be at least 1 or null, got {self.max_top_entities}")
+            raise ConfigError(
+                f"{self.what} key 'entity_representation': false needs recent_mentions of at least 1 (nothing to score)"
+            )
+        self.require(
+            self.max_top_entities is None or self.max_top_entities >= 1, "max_top_entities", "at least 1 or null"
+        )
         for name in ("evict_singleton_distance", "evict_distance"):
-            if getattr(self, name) is not None and getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be a non-negative number of subtokens or null")
+            value = getattr(self, name)
+            self.require(value is None or value >= 0, name, "a number of subtokens, 0 or more, or null")
 
     @classmethod
     def from_baseline(
@@ -292,33 +277,39 @@ class TrainingConfig(Config):
     eval_on_start: bool = False
 
     def __post_init__(self) -> None:
-        if self.num_epochs < 1 or self.eval_frequency < 1 or self.checkpoint_frequency < 1:
-            raise ConfigError("num_epochs, eval_frequency and checkpoint_frequency must be positive")
-        _check_range("warmup_ratio", self.warmup_ratio, 0.0, 0.999999)
+        for name in (
+            "num_epochs",
+            "eval_frequency",
+            "report_frequency",
+            "checkpoint_frequency",
+            "devices",
+            "num_nodes",
+        ):
+            self.require(getattr(self, name) >= 1, name, "at least 1")
+        self.require_range("warmup_ratio", 0.0, 1.0, high_open=True)
         for name in ("max_steps", "patience", "eval_max_documents"):
-            if getattr(self, name) is not None and getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be positive or null, got {getattr(self, name)}")
+            self.require(getattr(self, name) is None or getattr(self, name) >= 1, name, "at least 1 or null")
+        for name in ("bert_learning_rate", "task_learning_rate", "adam_eps", "weight_decay", "gradient_clip"):
+            self.require(getattr(self, name) >= 0, name, "0 or more")
         if self.encoder_attention_dropout is not None:
-            _check_range("encoder_attention_dropout", self.encoder_attention_dropout, 0.0, 0.999999)
+            self.require_range("encoder_attention_dropout", 0.0, 1.0, high_open=True)
         if self.ema_decay is not None:
-            _check_range("ema_decay", self.ema_decay, 0.0, 0.999999)
-        if self.time_budget_minutes is not None and self.time_budget_minutes <= 0:
-            raise ConfigError(f"time_budget_minutes must be positive or null, got {self.time_budget_minutes}")
+            self.require_range("ema_decay", 0.0, 1.0, high_open=True)
+        budget = self.time_budget_minutes
+        self.require(budget is None or budget > 0, "time_budget_minutes", "a positive number of minutes or null")
         object.__setattr__(self, "precision", str(self.precision))  # YAML's 32 is an int
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"precision must be one of {list(PRECISIONS)}, got {self.precision!r}")
-        if self.strategy not in STRATEGIES:
-            raise ConfigError(
-                f"strategy must be one of {list(STRATEGIES)}, got {self.strategy!r}"
-                + (
-                    " (fsdp is not supported: the models backpropagate outside the wrapped forward; "
-                    "use gradient_checkpointing and bf16-mixed, see the README's preset table)"
-                    if self.strategy == "fsdp"
-                    else ""
-                )
-            )
-        if self.devices < 1 or self.num_nodes < 1:
-            raise ConfigError(f"devices and num_nodes must be positive, got {self.devices} and {self.num_nodes}")
+        self.require(self.precision in PRECISIONS, "precision", f"one of {list(PRECISIONS)}")
+        self.require(
+            self.strategy in STRATEGIES,
+            "strategy",
+            f"one of {list(STRATEGIES)}"
+            + (
+                " (fsdp is not supported: the models backpropagate outside the wrapped forward; "
+                "use gradient_checkpointing and bf16-mixed, see the README's preset table)"
+                if self.strategy == "fsdp"
+                else ""
+            ),
+        )
 
     @property
     def world_size(self) -> int:
@@ -399,5 +390,5 @@ class IncrementalTrainParameters(Config):
     encoder_cache_mb: int | None = 4096  # at most this much of them kept (the rest recomputed); null: no limit
 
     def __post_init__(self) -> None:
-        if self.encoder_cache_mb is not None and self.encoder_cache_mb < 0:
-            raise ConfigError(f"encoder_cache_mb must be a number of megabytes or null, got {self.encoder_cache_mb}")
+        cache = self.encoder_cache_mb
+        self.require(cache is None or cache >= 0, "encoder_cache_mb", "a number of megabytes, 0 or more, or null")

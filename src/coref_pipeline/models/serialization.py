@@ -1,6 +1,9 @@
 """Model directories: weights in safetensors, configuration in JSON, the tokenizer beside them.
 
-A model directory is self-contained: it loads with no network and no pickle.
+A model directory is self-contained: it loads with no network and no pickle. It is written whole
+(to a temporary folder beside it, then renamed), and holds nothing that depends on the installed
+library versions or on where the encoder was loaded from, so two runs with the same weights write the
+same bytes (what DVC hashes).
 
     model.safetensors    every weight (encoder and task)
     coref_config.json    {"model_type": ..., "model": {...}, "format_version": 2}
@@ -18,7 +21,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from coref_pipeline.errors import UserError
-from coref_pipeline.files import atomic_path, atomic_write_json
+from coref_pipeline.files import atomic_directory, atomic_path, atomic_write_json
 
 
 class ModelDirectoryError(UserError, FileNotFoundError):
@@ -47,18 +50,33 @@ def read_model_type(directory: str | Path) -> str:
     return json.loads(path.read_text(encoding="utf-8"))["model_type"]
 
 
+# Keys HF writes into a saved configuration that say how it was made, not what it is: the library's
+# version and the arguments it was loaded with. Left out, so that a model directory's bytes do not
+# depend on the installed transformers or on the encoder's source.
+PROVENANCE_KEYS = ("transformers_version", "is_local", "local_files_only", "_commit_hash", "_name_or_path")
+
+
+def _drop_provenance(path: Path) -> None:
+    """Rewrite the JSON file ``path`` without :data:`PROVENANCE_KEYS` (sorted keys, as HF writes them)."""
+    values = json.loads(path.read_text(encoding="utf-8"))
+    for key in PROVENANCE_KEYS:
+        values.pop(key, None)
+    path.write_text(json.dumps(values, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def save_model_directory(
     directory: str | Path, model: torch.nn.Module, model_type: str, model_config: dict[str, Any], tokenizer: Any
 ) -> None:
-    """Write a self-contained model directory (weights last, each file atomically)."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    model.encoder.model.config.save_pretrained(directory / "encoder")
-    tokenizer.save_pretrained(directory / "tokenizer")
-    atomic_write_json(
-        {"model_type": model_type, "model": model_config, "format_version": FORMAT_VERSION}, directory / CONFIG
-    )
-    atomic_save_tensors(model.state_dict(), directory / WEIGHTS, {"model_type": model_type})
+    """Write a self-contained model directory, whole or not at all."""
+    with atomic_directory(directory) as folder:
+        model.encoder.model.config.save_pretrained(folder / "encoder")
+        _drop_provenance(folder / "encoder" / "config.json")
+        tokenizer.save_pretrained(folder / "tokenizer")
+        _drop_provenance(folder / "tokenizer" / "tokenizer_config.json")
+        atomic_write_json(
+            {"model_type": model_type, "model": model_config, "format_version": FORMAT_VERSION}, folder / CONFIG
+        )
+        atomic_save_tensors(model.state_dict(), folder / WEIGHTS, {"model_type": model_type})
 
 
 def load_model_directory(directory: str | Path) -> tuple[str, dict[str, Any], Any, dict[str, torch.Tensor], Any]:

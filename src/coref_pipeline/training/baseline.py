@@ -12,7 +12,7 @@ from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import SHARED_ARCHITECTURE_KEYS, BaselineConfig, ConfigError, TrainingConfig
 from coref_pipeline.models.encoder import SegmentEncoder
-from coref_pipeline.pretrained import load_tokenizer, resolve_pretrained
+from coref_pipeline.pretrained import load_pretrained, load_tokenizer
 from coref_pipeline.training.checkpoints import tensors_fingerprint
 from coref_pipeline.training.loop import Recipe, Run, fit_on_corpus, seed_everything
 from coref_pipeline.training.optim import model_optimisers
@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 
 def build_baseline(config: BaselineConfig) -> CorefModel:
     """The model with its pretrained encoder weights and the encoder's (or the configured) tokenizer."""
-    encoder = SegmentEncoder.from_pretrained(resolve_pretrained(config.encoder))
+    encoder = load_pretrained(config.encoder, "encoder", SegmentEncoder.from_pretrained)
     return CorefModel("baseline", BaselineCorefModel(config, encoder), load_tokenizer(config.tokenizer_name))
 
 
@@ -73,10 +73,13 @@ def train_baseline(
     ``run.work_dir``. Returns the best-on-dev model.
     """
     resolve_device(training.device)  # an absent device is named before the encoder is loaded
-    seed_everything(training.seed)
-    if init_from is None:
-        trained, start = build_baseline(config), ""
-    else:
-        trained = baseline_from(init_from, config)
-        start = tensors_fingerprint(trained.model.state_dict())
-    return fit_on_corpus(trained, baseline_recipe(trained, training, start), corpus, training, run)
+    if init_from is None:  # another tokenizer's documents are refused before the encoder is loaded, offline
+        corpus.check_before_loading(config.tokenizer_name, config.segment_length, "the model")
+    with run.holding_work_dir():  # a second run on this work directory is refused before anything loads
+        seed_everything(training.seed)
+        if init_from is None:
+            trained, start = build_baseline(config), ""
+        else:
+            trained = baseline_from(init_from, config)
+            start = tensors_fingerprint(trained.model.state_dict())
+        return fit_on_corpus(trained, baseline_recipe(trained, training, start), corpus, training, run)

@@ -8,6 +8,8 @@ A run keeps its state in a work directory:
     best/                      the best-on-dev model directory so far
     dvclive/                   training curves (DVCLive)
     run_fingerprint.txt        what the run depends on (``run_fingerprint``)
+    run.lock, run_holder.json  the OS lock of the live run holding the folder, and who that is
+                               (``files.exclusive_directory``)
 
 Each checkpoint is written to a temporary folder and renamed; ``LATEST`` is
 replaced last. A run killed at any point restarts from ``LATEST`` with the
@@ -32,7 +34,15 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
-from coref_pipeline.files import atomic_directory, atomic_write_json, atomic_write_text
+from coref_pipeline.files import (
+    HOLDER_FILE,
+    LOCK_FILE,
+    atomic_directory,
+    atomic_write_json,
+    atomic_write_text,
+    clear_directory,
+    make_directory,
+)
 from coref_pipeline.models.serialization import atomic_save_tensors
 from coref_pipeline.training.averaging import WeightAverage
 from coref_pipeline.training.optim import Optimisers
@@ -102,8 +112,7 @@ def save_checkpoint(
     ``rng_states``: every process's generator states, one row per rank (``Engine.rng_states``).
     ``average``: the weights' moving average, when the run keeps one. Only rank 0 calls this.
     """
-    checkpoints = work_dir / "checkpoints"
-    checkpoints.mkdir(parents=True, exist_ok=True)
+    checkpoints = make_directory(work_dir / "checkpoints")
     name = f"step-{state.global_step:07d}"
     final = checkpoints / name
     with atomic_directory(final) as temporary:
@@ -259,14 +268,31 @@ def tensors_fingerprint(tensors: Mapping[str, torch.Tensor]) -> str:
 FINGERPRINT_FILE = "run_fingerprint.txt"
 
 
-def prepare_work_dir(work_dir: Path, fingerprint: str, restart: bool = False) -> None:
-    """Keep the work directory for a resume only if it holds the same run; else (or with ``restart``) start afresh."""
+def prepare_work_dir(
+    work_dir: Path, fingerprint: str, restart: bool = False, checkpoint_frequency: int | None = None
+) -> None:
+    """Keep the work directory for a resume only if it holds a checkpoint of the same run; else start afresh.
+
+    Starting afresh over an earlier run's files says why: ``restart``, another run (configuration,
+    data or code), or the same run killed before its first checkpoint (written every
+    ``checkpoint_frequency`` steps). The lock of the run holding the folder is kept.
+    """
     marker = work_dir / FINGERPRINT_FILE
-    if work_dir.exists() and restart:
-        logger.info("%s: restart requested, starting a fresh run", work_dir)
-        shutil.rmtree(work_dir)
-    elif work_dir.exists() and (not marker.is_file() or marker.read_text().strip() != fingerprint):
-        logger.warning("%s holds a run with another configuration, data or code: starting a fresh run", work_dir)
-        shutil.rmtree(work_dir)
-    work_dir.mkdir(parents=True, exist_ok=True)
+    make_directory(work_dir)
+    kept = [entry for entry in work_dir.iterdir() if entry.name not in (LOCK_FILE, HOLDER_FILE)]
+    reason = None
+    if kept and restart:
+        reason = "restart requested"
+    elif kept and (not marker.is_file() or marker.read_text(encoding="utf-8").strip() != fingerprint):
+        reason = "it holds a run with another configuration, data or code"
+    elif kept and latest_checkpoint(work_dir) is None:
+        every = (
+            f" (one is written every {checkpoint_frequency} steps: checkpoint_frequency)"
+            if checkpoint_frequency
+            else ""
+        )
+        reason = f"the earlier run of this configuration stopped before its first checkpoint{every}"
+    if reason is not None:
+        logger.warning("%s: starting a fresh run from step 0: %s", work_dir, reason)
+        clear_directory(work_dir)
     atomic_write_text(marker, fingerprint + "\n")

@@ -109,8 +109,9 @@ def train_incremental(
 ) -> CorefModel:
     """Initialise from the baseline, train on train, select on dev: what ``incremental_train`` runs."""
     resolve_device(training.device)  # an absent device is named before anything is built
-    seed_everything(training.seed)
-    trained = build_incremental(baseline, config)
-    start = tensors_fingerprint(baseline.model.state_dict())
-    recipe = incremental_recipe(trained, training, start, cache_encoder_outputs, encoder_cache_mb)
-    return fit_on_corpus(trained, recipe, corpus, training, run)
+    with run.holding_work_dir():  # a second run on this work directory is refused before anything is built
+        seed_everything(training.seed)
+        trained = build_incremental(baseline, config)
+        start = tensors_fingerprint(baseline.model.state_dict())
+        recipe = incremental_recipe(trained, training, start, cache_encoder_outputs, encoder_cache_mb)
+        return fit_on_corpus(trained, recipe, corpus, training, run)

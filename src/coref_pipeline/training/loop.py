@@ -15,7 +15,7 @@ import copy
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,10 +27,12 @@ from tqdm.auto import tqdm
 from coref_pipeline.corpus import SegmentedCorpus
 from coref_pipeline.devices import bound_host_memory
 from coref_pipeline.evaluation.predictions import GoldKey, score_predictions, summary_metrics
+from coref_pipeline.files import exclusive_directory
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import ConfigError, TrainingConfig
 from coref_pipeline.models.document import DocumentTensors, random_crop
 from coref_pipeline.models.encoder import SegmentEncoder
+from coref_pipeline.processes import launched_rank
 from coref_pipeline.training.averaging import WeightAverage
 from coref_pipeline.training.checkpoints import (
     TrainState,
@@ -396,10 +398,27 @@ class Run:
     log_params: dict[str, Any] | None = None  # with these, DVCLive curves under ``work_dir/dvclive``
     clock: Callable[[], float] = time.perf_counter  # seconds, for the time budget (tests simulate one)
 
+    # The parameter that names ``work_dir`` (e.g. ``coref_train.work_dir``): what a refused second run may change.
+    work_dir_parameter: str = "work_dir"
+
     def __post_init__(self) -> None:
         self.work_dir = Path(self.work_dir)
         if not isinstance(self.remove_singletons, bool):
             raise ConfigError(f"evaluate key 'remove_singletons': {self.remove_singletons!r} is not true or false")
+
+    @contextlib.contextmanager
+    def holding_work_dir(self) -> Iterator[None]:
+        """This run holds ``work_dir`` for the block: another live run there is refused at once, in one line.
+
+        Rank 0 holds it (under torchrun or SLURM the other ranks do not try); blocks nest, so
+        an entry point may hold it before loading its model and ``fit`` again around training.
+        """
+        if launched_rank() != 0:
+            yield
+            return
+        way_out = f"give this run a work directory of its own (--params {self.work_dir_parameter}=PATH)"
+        with exclusive_directory(self.work_dir, way_out):
+            yield
 
 
 def fit(
@@ -425,7 +444,8 @@ def fit(
         dev_documents,
     )
     job = _RankJob(trained, recipe, train_documents, dev_documents, training, run, fingerprint)
-    summary = engine.launch(_train_on_rank, job)
+    with run.holding_work_dir():
+        summary = engine.launch(_train_on_rank, job)
     logger.info(
         "Best dev CoNLL F1 %.2f at step %d of %d", summary["best_f1"], summary["best_step"], summary["global_step"]
     )
@@ -456,7 +476,7 @@ def _train_on_rank(engine: Engine, job: _RankJob) -> dict[str, Any]:
         job = copy.deepcopy(job)
     trained, recipe, train_documents, dev_documents, training, run, fingerprint = job.parts
     if engine.is_main:
-        prepare_work_dir(run.work_dir, fingerprint, run.restart)
+        prepare_work_dir(run.work_dir, fingerprint, run.restart, training.checkpoint_frequency)
     engine.barrier()
     configure_encoder_for_training(trained.model.encoder, training)
     trained.to(engine.device)

@@ -31,5 +31,6 @@ def train(
         parameters.restart,
         dev_key=gold_key(dev_gold),
         log_params={"preset": parameters.preset},
+        work_dir_parameter="coref_train.work_dir",
     )
     return train_baseline(corpus, model, training, run, parameters.init_from)

@@ -25,7 +25,13 @@ def train(
     parameters = IncrementalTrainParameters.from_dict(params)
     config, training = incremental_settings(baseline, parameters.model, parameters.training)
     corpus = SegmentedCorpus(segmented, segmentation)
-    run = Run(parameters.work_dir, remove_singletons, parameters.restart, dev_key=gold_key(dev_gold))
+    run = Run(
+        parameters.work_dir,
+        remove_singletons,
+        parameters.restart,
+        dev_key=gold_key(dev_gold),
+        work_dir_parameter="incremental_train.work_dir",
+    )
     return train_incremental(
         baseline, corpus, config, training, run, parameters.cache_encoder_outputs, parameters.encoder_cache_mb
     )

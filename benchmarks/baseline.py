@@ -9,14 +9,13 @@ Run: python benchmarks/baseline.py [--minutes 60] [--throughput-steps 30] [--ski
 3. Scores the best model on test; prints CoNLL F1, training minutes, documents/s,
    the dev learning curve and the peak resident memory.
 4. Inference cost: full prediction time vs the encoder's own forward time on the
-   test documents, in fp32 and in bf16 (``CorefModel.load(..., precision="bf16-mixed")``),
-   the latter with each ``--inference-antecedents`` count (``max_top_antecedents`` at
+   test documents, in fp32 and in the run's precision (``precision: auto``: bf16-mixed on a device
+   that computes it natively, else fp32), the latter with each ``--inference-antecedents`` count (``max_top_antecedents`` at
    inference) and each ``--inference-min-coarse-scores`` floor (``min_coarse_score``, with the
    model's antecedents), with the test F1 of each; plotted to ``inference_tradeoff.png``.
 5. Throughput at the peer configuration (seg 384, 3 training segments, ffnn 1000,
-   coref_depth 1, 50 antecedents, lr 2e-5/2e-4, all spans) in the run's precision, with the
-   encoder's own attention dropout (as the peers train) and, when the run sets
-   ``encoder_attention_dropout``, with that too: documents/s over ``--throughput-steps``.
+   coref_depth 1, 50 antecedents, lr 2e-5/2e-4, all spans) in the run's precision:
+   documents/s over ``--throughput-steps``: the host's speed, the reference for every timed figure.
 
 Figures go to stdout and to ``data/benchmarks/baseline_litbank/results.json``.
 """
@@ -39,13 +38,14 @@ import yaml
 
 from coref_pipeline.conll import ConllFile
 from coref_pipeline.corpus import SegmentedCorpus, preprocess_corpus, segment_corpus
+from coref_pipeline.devices import resolve_precision
 from coref_pipeline.evaluation.predictions import score_predictions
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import BaselineConfig, TrainingConfig, baseline_settings
 from coref_pipeline.models.document import random_crop
 from coref_pipeline.training import Run, build_baseline, seed_everything, train_baseline
 from coref_pipeline.training.engine import Engine
-from coref_pipeline.training.loop import configure_encoder_for_training, training_step
+from coref_pipeline.training.loop import configure_encoder_for_training, decide_for_corpus, training_step
 from coref_pipeline.training.optim import build_optimisers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,11 +53,17 @@ LITBANK = ROOT.parent / "shared" / "corpora" / "litbank"
 WORK = ROOT / "data" / "benchmarks" / "baseline_litbank"
 
 
-def segmented_litbank(tokenizer_name: str, length: int) -> SegmentedCorpus:
-    """LitBank fold 0 through the preprocess and segment entry points."""
+def segmented_litbank(tokenizer_name: str, length: int, singletons: bool = True) -> SegmentedCorpus:
+    """LitBank fold 0 through the preprocess and segment entry points; with ``singletons`` False, its one-mention
+    clusters removed from every split (a stand-in for a corpus that does not annotate singletons, as OntoNotes)."""
     frames = {
         split: preprocess_corpus(ConllFile.read(LITBANK / f"{split}.conll")) for split in ("train", "dev", "test")
     }
+    if not singletons:
+        for frame in frames.values():
+            frame["clusters"] = [
+                [cluster for cluster in clusters if len(cluster) > 1] for clusters in frame["clusters"]
+            ]
     return SegmentedCorpus(*segment_corpus(frames, tokenizer_name, [length]))
 
 
@@ -129,6 +135,7 @@ def timed_training_steps(
     """Seconds of each of ``steps`` training steps (the one training step, on cropped train documents)
     from the pretrained encoder; ``after_step(step, model)`` runs after each, untimed."""
     seed_everything(training.seed)
+    model_config = decide_for_corpus(model_config, corpus)  # mention_loss_coef: auto, as a run decides it
     trained = build_baseline(model_config)
     model = trained.model
     configure_encoder_for_training(model.encoder, training)
@@ -150,25 +157,26 @@ def timed_training_steps(
     return timings
 
 
-def throughput(
-    corpus: SegmentedCorpus, steps: int, precision: str, attention_dropout: float | None = None
-) -> dict[str, float]:
-    """Training documents/s at the peer configuration (the cpu_minilm preset, all spans) in ``precision``,
-    with ``encoder_attention_dropout`` (None: the encoder's own, as the peers train): the one training step."""
-    model_config, training = cpu_minilm_settings(
-        {
-            "word_boundary_spans": False,
-            "coref_depth": 1,
-            "precision": precision,
-            "encoder_attention_dropout": attention_dropout,
-        }
-    )
-    measured = timed_training_steps(corpus, model_config, training, steps + 3)[3:]  # the first steps warm up
+# The peer configuration (coref-hoi's and the original's CPU-comparable setting): segments of 384, crops of 3,
+# ffnn 1000, coref_depth 1, 50 antecedents, learning rates 2e-5 / 2e-4, every span, no mention loss.
+PEER_CONFIGURATION = {
+    "word_boundary_spans": False,
+    "coref_depth": 1,
+    "bert_learning_rate": 2.0e-5,
+    "mention_loss_coef": 0.0,
+    "mention_loss_spans": "candidates",
+}
+
+
+def throughput(corpus: SegmentedCorpus, steps: int, precision: str) -> dict[str, float]:
+    """Training documents/s at the peer configuration in ``precision`` (``auto``: as the run decides it): the one
+    training step, the first three steps left out (they warm up)."""
+    model_config, training = cpu_minilm_settings({**PEER_CONFIGURATION, "precision": precision})
+    measured = timed_training_steps(corpus, model_config, training, steps + 3)[3:]
     return {
         "steps": len(measured),
         "seconds_per_document": sum(measured) / len(measured),
-        "precision": precision,
-        "encoder_attention_dropout": attention_dropout,
+        "precision": resolve_precision(precision, torch.device("cpu")),
     }
 
 
@@ -223,6 +231,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--minutes", type=float, default=60.0, help="training-time budget")
     parser.add_argument("--epochs", type=int, default=20, help="at most; the schedule is fitted to the budget")
+    parser.add_argument("--seed", type=int, help="the run's seed (default: the preset's, 13)")
+    parser.add_argument(
+        "--no-singletons",
+        action="store_true",
+        help="LitBank with its one-mention clusters removed from train, dev and test (an OntoNotes-style corpus)",
+    )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="preset override")
     parser.add_argument("--throughput-steps", type=int, default=30)
     parser.add_argument("--skip-training", action="store_true", help="reuse the trained model in the work folder")
@@ -231,12 +245,12 @@ def main() -> None:
     parser.add_argument(
         "--inference-antecedents",
         default="50,30,20",
-        help="bf16 inference is timed and scored with each of these max_top_antecedents (comma-separated)",
+        help="inference in the run's precision is timed and scored with each of these max_top_antecedents",
     )
     parser.add_argument(
         "--inference-min-coarse-scores",
         default="",
-        help="bf16 inference is also timed and scored with each of these min_coarse_score floors (comma-separated)",
+        help="inference in the run's precision is also timed and scored with each of these min_coarse_score floors",
     )
     args = parser.parse_args()
     work = args.work_dir
@@ -247,10 +261,16 @@ def main() -> None:
 
     overrides = {"num_epochs": args.epochs, "eval_frequency": 80, "checkpoint_frequency": 80}
     overrides.update({"time_budget_minutes": args.minutes})
+    if args.seed is not None:
+        overrides["seed"] = args.seed
     overrides.update(parse_overrides(args.set))
     model_config, training = cpu_minilm_settings(overrides)
-    corpus = segmented_litbank(model_config.tokenizer_name, model_config.max_segment_len)
-    results: dict[str, object] = {"model": model_config.to_dict(), "training": training.to_dict()}
+    corpus = segmented_litbank(model_config.tokenizer_name, model_config.max_segment_len, not args.no_singletons)
+    results: dict[str, object] = {
+        "model": model_config.to_dict(),
+        "training": training.to_dict(),
+        "singletons": not args.no_singletons,
+    }
 
     if not args.skip_training:
         started = time.perf_counter()
@@ -258,6 +278,8 @@ def main() -> None:
         train_baseline(corpus, model_config, training, run)
         results["wall_minutes"] = (time.perf_counter() - started) / 60
     trained = CorefModel.load(work / "run" / "best")
+    results["model"] = trained.config.to_dict()  # as trained: mention_loss_coef auto decided by the corpus
+    results["training"]["precision"] = resolve_precision(training.precision, torch.device("cpu"))
     state = json.loads((sorted((work / "run" / "checkpoints").glob("step-*"))[-1] / "state.json").read_text())
     train_state = state["train_state"]
     results["training_minutes"] = train_state["train_seconds"] / 60
@@ -282,8 +304,9 @@ def main() -> None:
     }
     results["inference"] = {}
     if not args.skip_inference:
-        settings = [("32", None, None)] + [("bf16-mixed", int(c), None) for c in args.inference_antecedents.split(",")]
-        settings += [("bf16-mixed", None, float(x)) for x in args.inference_min_coarse_scores.split(",") if x.strip()]
+        run_precision = results["training"]["precision"]
+        settings = [("32", None, None)] + [(run_precision, int(c), None) for c in args.inference_antecedents.split(",")]
+        settings += [(run_precision, None, float(x)) for x in args.inference_min_coarse_scores.split(",") if x.strip()]
         for precision, antecedents, floor in settings:
             name = precision if antecedents is None else f"{precision}, {antecedents} antecedents"
             name += "" if floor is None else f", min coarse score {floor:g}"
@@ -294,10 +317,6 @@ def main() -> None:
         plot_inference_tradeoff(results["inference"], work / "inference_tradeoff.png")
     if args.throughput_steps > 0:
         results["throughput_peer_config"] = throughput(corpus, args.throughput_steps, training.precision)
-        if training.encoder_attention_dropout is not None:  # the run's setting beside the peers' (the encoder's own)
-            results["throughput_run_setting"] = throughput(
-                corpus, args.throughput_steps, training.precision, training.encoder_attention_dropout
-            )
     results["peak_rss_mb"] = peak_memory_mb()
     (work / "results.json").write_text(json.dumps(results, indent=2) + "\n")
 
@@ -310,16 +329,12 @@ def main() -> None:
         f"precision {results['test']['mention_precision']:.2f} (singletons removed from the key)"
     )
     print(f"training {results['training_minutes']:.1f} min, {results['train_documents_per_second']:.3f} documents/s")
-    for key in ("throughput_peer_config", "throughput_run_setting"):
-        if key in results:
-            peer = results[key]
-            dropout = peer["encoder_attention_dropout"]
-            dropout_name = "the encoder's own" if dropout is None else f"{dropout:g}"
-            print(
-                f"peer configuration ({peer['precision']}, encoder attention dropout {dropout_name}): "
-                f"{peer['seconds_per_document']:.2f} s/document "
-                f"({1 / peer['seconds_per_document']:.3f} documents/s) over {peer['steps']} steps"
-            )
+    if "throughput_peer_config" in results:
+        peer = results["throughput_peer_config"]
+        print(
+            f"peer configuration ({peer['precision']}): {peer['seconds_per_document']:.2f} s/document "
+            f"({1 / peer['seconds_per_document']:.3f} documents/s) over {peer['steps']} steps"
+        )
     for name, inference in results["inference"].items():
         print(
             f"inference at {name}: {inference['predict_seconds']:.2f} s vs encoder "

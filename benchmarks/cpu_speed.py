@@ -39,12 +39,13 @@ def child(kind: str, steps: int, precision: str, antecedents: int) -> dict[str, 
 
     from coref_pipeline.inference import CorefModel
     from coref_pipeline.training import build_baseline
+    from coref_pipeline.training.loop import decide_for_corpus
 
     model_config, _ = cpu_minilm_settings({"word_boundary_spans": True, "max_top_antecedents": antecedents})
     corpus = segmented_litbank(model_config.tokenizer_name, model_config.max_segment_len)
     if kind == "train":
         return throughput(corpus, steps, precision)
-    built = build_baseline(model_config)
+    built = build_baseline(decide_for_corpus(model_config, corpus))
     model = CorefModel(built.model_type, built.model, built.tokenizer, precision=precision)
     return inference_ratio(model, corpus.documents("test", model_config.max_segment_len))
 

@@ -43,7 +43,7 @@ import yaml
 
 from coref_pipeline.evaluation.predictions import score_predictions, summary_metrics
 from coref_pipeline.inference import CorefModel
-from coref_pipeline.models.config import INCREMENTAL_SCORES, IncrementalConfig, TrainingConfig
+from coref_pipeline.models.config import INCREMENTAL_SCORES, IncrementalConfig, TrainingConfig, resolve_preset
 from coref_pipeline.models.document import random_crop
 from coref_pipeline.training import (
     Run,
@@ -54,7 +54,7 @@ from coref_pipeline.training import (
     train_incremental,
 )
 from coref_pipeline.training.engine import Engine, rank_seed, shard
-from coref_pipeline.training.loop import configure_encoder_for_training, training_step
+from coref_pipeline.training.loop import configure_encoder_for_training, decide_for_corpus, training_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from baseline import LITBANK, ROOT, parse_overrides, segmented_litbank  # noqa: E402
@@ -96,8 +96,9 @@ def initial_dev_f1(args: argparse.Namespace, model_values: dict, training_values
     baseline = CorefModel.load(args.baseline_dir)
     results = {}
     for score in INCREMENTAL_SCORES:
-        config, _ = incremental_settings(baseline, {**model_values, "score": score}, training_values)
+        config, _ = incremental_settings(baseline, {**model_values, "score": score, **training_values})
         corpus = segmented_litbank(config.tokenizer_name, config.max_segment_len)
+        config = decide_for_corpus(config, corpus)
         model = build_incremental(CorefModel.load(args.baseline_dir), config)
         results[score] = {
             split: timed_test_metrics(model, corpus.documents(split, config.max_segment_len))
@@ -154,16 +155,16 @@ def timed_passes_on_rank(engine: Engine, job: ThroughputJob) -> list[float]:
     as ``devices`` training shards them), ``job.passes`` timed passes; seconds per pass, as rank 0 measured
     them between barriers (DDP synchronises every step, so every process ends each pass with it)."""
     baseline = CorefModel.load(job.baseline_dir)
-    config, training = incremental_settings(baseline, job.model_values, job.training_values)
+    config, training = incremental_settings(baseline, {**job.model_values, **job.training_values})
+    corpus = segmented_litbank(config.tokenizer_name, config.max_segment_len)
+    config = decide_for_corpus(config, corpus)
     if job.name == "baseline":
         trained, recipe = baseline, baseline_recipe(baseline, training)
         configure_encoder_for_training(baseline.model.encoder, training)
     else:
         trained = build_incremental(CorefModel.load(job.baseline_dir), config)
         recipe = incremental_recipe(trained, training, "start")
-    documents = segmented_litbank(config.tokenizer_name, config.max_segment_len).documents(
-        "train", config.max_segment_len
-    )[: job.documents]
+    documents = corpus.documents("train", config.max_segment_len)[: job.documents]
     mine = shard(range(len(documents)), engine.rank, engine.world_size)
     tensors = [trained.tensorize(documents[index]) for index in mine]
     engine.setup(trained.model)
@@ -218,6 +219,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=45.0, help="training-time budget")
     parser.add_argument("--baseline-dir", type=Path, default=BASELINE)
+    parser.add_argument("--preset", default="recommended", help="the incremental_train preset (default: the default)")
+    parser.add_argument("--seed", type=int, help="the run's seed (default: the preset's)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="model or training key")
     parser.add_argument("--work-dir", type=Path, default=WORK)
     parser.add_argument("--init-only", action="store_true", help="only score each score form untrained")
@@ -235,10 +238,14 @@ def main() -> None:
         sys.exit(f"no baseline model at {args.baseline_dir}: run benchmarks/baseline.py first")
 
     params = yaml.safe_load((ROOT / "conf/base/parameters_incremental_train.yml").read_text())["incremental_train"]
-    overrides = parse_overrides(args.set)
-    model_values = {**params["model"], **{k: v for k, v in overrides.items() if k in IncrementalConfig.keys()}}
+    preset = resolve_preset(params["presets"], args.preset, "incremental_train preset")
+    overrides = {"seed": args.seed, **parse_overrides(args.set)} if args.seed is not None else parse_overrides(args.set)
+    model_values = {
+        **{k: v for k, v in preset.items() if k in IncrementalConfig.keys()},
+        **{k: v for k, v in overrides.items() if k in IncrementalConfig.keys()},
+    }
     training_values = {
-        **params["training"],
+        **{k: v for k, v in preset.items() if k in TrainingConfig.keys()},
         "eval_frequency": 20,
         "checkpoint_frequency": 10,
         "report_frequency": 5,
@@ -268,7 +275,7 @@ def main() -> None:
         training_throughput(args, model_values, training_values)
         return
     baseline = CorefModel.load(args.baseline_dir)
-    config, training = incremental_settings(baseline, model_values, training_values)
+    config, training = incremental_settings(baseline, {**model_values, **training_values})
     corpus = segmented_litbank(config.tokenizer_name, config.max_segment_len)
     started = time.perf_counter()
     run = Run(args.work_dir / "run", remove_singletons=True)

@@ -94,7 +94,7 @@ def main() -> None:
     torch.set_grad_enabled(True)
     baseline = CorefModel.load(args.baseline_dir)
     values = parse_overrides(args.set)
-    config, _ = incremental_settings(baseline, values, {})
+    config, _ = incremental_settings(baseline, values)
     corpus = segmented_litbank(config.tokenizer_name, config.max_segment_len)
     documents = corpus.documents("train", config.segment_length)[: args.documents]
     results: dict[str, dict[str, float]] = {}
@@ -104,7 +104,7 @@ def main() -> None:
     precisions = args.precisions.split(",")
     for batch, precision in ((batch, precision) for batch in modes for precision in precisions):
         seed_everything(13)
-        batch_config, _ = incremental_settings(baseline, {**values, "batch_per_segment": batch}, {})
+        batch_config, _ = incremental_settings(baseline, {**values, "batch_per_segment": batch})
         trained = build_incremental(baseline, batch_config)
         model = trained.model
         if not encoded:  # the frozen encoder's outputs, once (as the training cache holds them)

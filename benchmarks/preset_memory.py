@@ -55,6 +55,7 @@ def one_step(preset: str, checkpointing: bool) -> dict[str, float]:
     from transformers import BertConfig
 
     from coref_pipeline.models.baseline import BaselineCorefModel
+    from coref_pipeline.models.config import resolve_mention_loss
     from coref_pipeline.models.document import tensorize
     from coref_pipeline.models.encoder import SegmentEncoder
     from coref_pipeline.pretrained import resolve_pretrained
@@ -63,6 +64,7 @@ def one_step(preset: str, checkpointing: bool) -> dict[str, float]:
     from coref_pipeline.training.optim import model_optimisers
 
     config, training = preset_settings(preset, {"device": "cpu"})
+    config = resolve_mention_loss(config, annotates_singletons=False)  # the random document annotates none
     before = peak_mb()
     if config.encoder in ARCHITECTURES:
         hidden, layers, heads, vocabulary = ARCHITECTURES[config.encoder]

@@ -22,7 +22,6 @@ from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import IncrementalConfig, TrainingConfig
 from coref_pipeline.models.document import random_crop
 from coref_pipeline.models.incremental import IncrementalCorefModel
-from coref_pipeline.training.averaging import WeightAverage
 from coref_pipeline.training.engine import Engine
 from coref_pipeline.training.loop import training_step
 from coref_pipeline.training.optim import model_optimisers
@@ -70,16 +69,12 @@ def test_forward_loss_training_step_and_predict_create_nothing_off_the_model_dev
         assert torch.empty(1).device.type == "meta"  # the trap is set
         tensors = [trained.tensorize(document) for document in documents]
         assert all(t.input_ids.device.type == "cpu" and t.gold_starts.device.type == "cpu" for t in tensors)
-        average = WeightAverage(model, decay=0.9)  # ema_decay
         model.train()
-        for step, document in enumerate(tensors, start=1):
+        for document in tensors:
             crop = random_crop(document, 2, generator)
             loss = training_step(model.training_losses, crop, optimisers, 1.0, engine)
-            average.update(step)
             assert loss == loss and loss >= 0  # finite, not NaN
         model.eval()
-        with torch.no_grad(), average.in_place_of_weights():
-            model(tensors[0])
         with torch.no_grad():
             output = model(tensors[0])
         clusters = trained.predict_tensors(tensors[0])
@@ -87,7 +82,6 @@ def test_forward_loss_training_step_and_predict_create_nothing_off_the_model_dev
         result = trained.predict(TEXT)
         embeddings, cluster_ids = trained.span_representations(result)
     assert all(parameter.device.type == "cpu" for parameter in model.parameters())
-    assert all(tensor.device.type == "cpu" for tensor in average.average.values())
     assert isinstance(clusters, list) and len(predicted) == 2
     assert embeddings.shape[0] == len(cluster_ids)
     if model_type == "baseline":
@@ -198,3 +192,21 @@ def test_free_heap_pages_go_back_once_over_the_bound_and_once_only():
     within, trimmed, again, released_mb = out.stdout.split()
     assert (within, trimmed, again) == ("False", "True", "False")
     assert int(released_mb) > 300  # the 384 MB of freed blocks left the resident set
+
+
+def test_precision_auto_takes_bf16_where_the_device_computes_it_natively(monkeypatch, caplog):
+    from coref_pipeline import devices
+
+    cpu = torch.device("cpu")
+    assert devices.resolve_precision("16-mixed", cpu) == "16-mixed"  # a set precision is kept
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    with caplog.at_level("INFO", logger="coref_pipeline.devices"):
+        assert devices.resolve_precision("auto", cpu) == "32"
+    assert "precision auto: 32 (this cpu has no native bf16" in caplog.text
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    assert devices.resolve_precision("auto", cpu) == "bf16-mixed"
+    assert devices.native_bf16(cpu) == "a CPU with AVX-512 BF16"
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    assert devices.native_bf16(cpu) == "a CPU with AMX"
+    assert devices.native_bf16(torch.device("meta")) is None

@@ -69,7 +69,7 @@ def repository(tmp_path_factory) -> Path:
     edit_yaml(conf / "parameters_coref_train.yml", lambda d: short_training(d, 3))
     edit_yaml(
         conf / "parameters_incremental_train.yml",
-        lambda d: d["incremental_train"]["training"].update(max_steps=2, eval_frequency=2),
+        lambda d: d["incremental_train"]["overrides"].update(max_steps=2, eval_frequency=2),
     )
     run(["git", "init", "-q"], root)
     run(["git", "add", "-A"], root)

@@ -254,7 +254,9 @@ def test_bf16_inference_computes_in_bf16_on_fp32_weights(models, model_type, tmp
     assert all(parameter.dtype == torch.float32 for parameter in bf16.model.parameters())
     check_result(result, UNICODE_TEXT)
     assert result.clusters and fp32.predict(UNICODE_TEXT).words == result.words
-    with pytest.raises(ValueError, match=r"inference precision must be one of \['32', 'bf16-mixed', '16-mixed'\]"):
+    with pytest.raises(
+        ValueError, match=r"inference precision must be one of \['auto', '32', 'bf16-mixed', '16-mixed'\]"
+    ):
         CorefModel.load(directory, precision="bf16")
 
 

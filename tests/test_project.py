@@ -62,8 +62,8 @@ def test_train_and_evaluate_with_the_embedded_encoder(project_copy):
         [
             "coref_train.overrides.max_steps=3",
             "coref_train.overrides.eval_frequency=3",
-            "incremental_train.training.max_steps=2",
-            "incremental_train.training.eval_frequency=2",
+            "incremental_train.overrides.max_steps=2",
+            "incremental_train.overrides.eval_frequency=2",
         ]
     )
     kedro(project_copy, "run", "--pipelines=coref_train,incremental_train,evaluate", "--params", overrides)

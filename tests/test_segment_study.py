@@ -116,7 +116,7 @@ def test_the_incremental_model_trains_at_its_own_segment_length(corpus, tmp_path
         segmented.record,
     )
     config, training = incremental_settings(
-        baseline, {"max_segment_len": 512, "segment_sentences": 1}, {"num_epochs": 1, "eval_frequency": 1}
+        baseline, {"max_segment_len": 512, "segment_sentences": 1, "num_epochs": 1, "eval_frequency": 1}
     )
     trained = train_incremental(baseline, only_sentences, config, training, Run(tmp_path / "run", False))
     assert trained.config.segment_length == "1sent"
@@ -137,10 +137,10 @@ def test_grid_commands_queue_one_experiment_per_training_length():
     # Every experiment segments at every length (and the baseline's 384): the shared stages are the same.
     assert "conf/base/parameters_segment.yml:segment.max_segment_lens=[128,5sent,256,384]" in first
     assert "conf/base/parameters_evaluate.yml:evaluate.segment_lengths=[128,256,5sent]" in second
-    assert "parameters_incremental_train.yml:++incremental_train.model.max_segment_len=128 " in first
-    assert "parameters_incremental_train.yml:++incremental_train.model.segment_sentences=null" in first
-    assert "parameters_incremental_train.yml:++incremental_train.model.max_segment_len=512 " in second
-    assert "parameters_incremental_train.yml:++incremental_train.model.segment_sentences=5" in second
+    assert "parameters_incremental_train.yml:++incremental_train.overrides.max_segment_len=128 " in first
+    assert "parameters_incremental_train.yml:++incremental_train.overrides.segment_sentences=null" in first
+    assert "parameters_incremental_train.yml:++incremental_train.overrides.max_segment_len=512 " in second
+    assert "parameters_incremental_train.yml:++incremental_train.overrides.segment_sentences=5" in second
     assert first.endswith("-S params.yaml:x=1")
     baseline = " ".join(grid_commands("baseline", [256], [256], 384)[0])
     assert "conf/base/parameters_coref_train.yml:++coref_train.overrides.max_segment_len=256" in baseline

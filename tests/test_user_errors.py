@@ -140,7 +140,7 @@ PARAMETER_CASES = {
     "coref_train.overrides.num_epochs=-1": ("segment", "training key 'num_epochs' must be at least 1, got -1"),
     "coref_train.overrides.top_span_ratio=0": ("segment", "model key 'top_span_ratio' must be in (0.0, 1.0], got 0"),
     "coref_train.overrides.ffnn_sise=3": ("segment", "unknown coref_train key(s) ['ffnn_sise']"),
-    "incremental_train.training.patience=soon": (
+    "incremental_train.overrides.patience=soon": (
         "incremental_train",
         "training key 'patience': 'soon' is not an integer or null",
     ),

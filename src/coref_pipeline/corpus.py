@@ -120,6 +120,17 @@ def preprocess_corpus(conll_file: ConllFile, settings: PreprocessSettings = Prep
     return documents_to_frame(documents, settings.genres, settings.default_genre)
 
 
+# A training corpus annotates singletons (as LitBank does, unlike OntoNotes) when at least this share of its
+# gold clusters has one mention; it decides mention_loss_coef: auto (models.config.resolve_mention_loss).
+SINGLETON_CORPUS_SHARE = 0.05
+
+
+def singleton_share(documents: Sequence[Mapping[str, Any]]) -> float:
+    """The share of one-mention clusters among the documents' gold clusters (0 when there are none)."""
+    sizes = [len(cluster) for document in documents for cluster in document.get("clusters", [])]
+    return sum(size == 1 for size in sizes) / len(sizes) if sizes else 0.0
+
+
 def partition_name(split: str, language: str, max_segment_len: int | str) -> str:
     """The jsonlines partition of a split at a segment length (a ``SegmentLength`` label), named as ``minimize.py`` names files."""
     return f"{split}.{language}.{max_segment_len}"

@@ -77,6 +77,36 @@ def resolve_device(name: str | torch.device | None = "auto") -> torch.device:
     raise DeviceError(f"unknown device {name!r}: use {DEVICE_NAMES}")
 
 
+def native_bf16(device: torch.device) -> str | None:
+    """Why ``device`` computes bf16 natively (for the log), or None when it does not.
+
+    A CUDA GPU that supports bf16 (compute capability 8.0 and up), or a CPU with AMX or
+    AVX-512 BF16 (what torch's CPU information reports). Elsewhere bf16 is emulated, slower
+    than fp32 (an Apple MPS device is left at fp32 too).
+    """
+    if device.type == "cuda":
+        return "a CUDA GPU with bf16" if torch.cuda.is_bf16_supported() else None
+    if device.type == "cpu":
+        if getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)():
+            return "a CPU with AMX"
+        if getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)():
+            return "a CPU with AVX-512 BF16"
+    return None
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """``precision`` as configured, or for ``auto``: ``bf16-mixed`` where ``device`` computes bf16 natively
+    (:func:`native_bf16`), else ``32``; the choice is logged."""
+    if precision != "auto":
+        return precision
+    reason = native_bf16(device)
+    chosen = "bf16-mixed" if reason is not None else "32"
+    logger.info(
+        "precision auto: %s (%s)", chosen, reason or f"this {device.type} has no native bf16, so fp32 is faster"
+    )
+    return chosen
+
+
 class _MallInfo2(ctypes.Structure):
     """glibc's ``struct mallinfo2`` (malloc.h, glibc 2.33 and later)."""
 

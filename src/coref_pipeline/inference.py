@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 
 from coref_pipeline.conll import DEFAULT_GENRE, NO_SPEAKER
 from coref_pipeline.corpus import SegmentedCorpus
-from coref_pipeline.devices import bound_host_memory, keep_host_memory, resolve_device
+from coref_pipeline.devices import bound_host_memory, keep_host_memory, resolve_device, resolve_precision
 from coref_pipeline.errors import UserError
 from coref_pipeline.evaluation.predictions import word_clusters
 from coref_pipeline.inputs import DocumentInput, InputFormatError, SpeakersInput, record_content
@@ -65,13 +65,15 @@ class CorefModel:
     model_type: str  # "baseline" or "incremental"
     model: BaselineCorefModel | IncrementalCorefModel
     tokenizer: Any
-    # Inference precision: "32", or "bf16-mixed" / "16-mixed" (autocast; the weights stay fp32).
+    # Inference precision: "32", or "bf16-mixed" / "16-mixed" (autocast; the weights stay fp32), or "auto"
+    # (bf16-mixed where the model's device computes bf16 natively, else 32: devices.resolve_precision).
     # Training-time dev evaluation always predicts at "32".
     precision: str = "32"
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
             raise ConfigError(f"inference precision must be one of {list(PRECISIONS)}, got {self.precision!r}")
+        self.precision = resolve_precision(self.precision, self.device)
         keep_host_memory()  # large freed tensors reused, not page-faulted in again (devices.keep_host_memory)
 
     @property
@@ -99,7 +101,8 @@ class CorefModel:
         when there is one), ``cuda``, ``cuda:N`` or ``mps``; one that is absent is a
         :class:`~coref_pipeline.devices.DeviceError`. ``precision``: ``32`` (default) or
         ``bf16-mixed`` / ``16-mixed``, computed under autocast (bf16: 1.56x faster on a
-        CPU with bf16 units, LitBank test F1 within 0.15; see docs/benchmarks.md).
+        CPU with bf16 units, LitBank test F1 within 0.15; see docs/benchmarks.md), or ``auto``
+        (bf16-mixed where the device computes bf16 natively, else 32).
         ``max_top_antecedents`` (baseline): the antecedents per span kept by the coarse
         score for the fine FFNN at inference, instead of the model's own (50): fewer is
         faster, the fine stage's cost is proportional to it, and may cost F1

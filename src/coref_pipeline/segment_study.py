@@ -31,7 +31,7 @@ logger = logging.getLogger(__name__)
 STUDY_LENGTHS: tuple[int | str, ...] = (128, 256, 384, 512, "1sent", "5sent", "10sent")
 # Where each model's training keys live (params file, key prefix) for `dvc exp run -S`.
 MODEL_PARAMS = {
-    "incremental": ("conf/base/parameters_incremental_train.yml", "incremental_train.model"),
+    "incremental": ("conf/base/parameters_incremental_train.yml", "incremental_train.overrides"),
     "baseline": ("conf/base/parameters_coref_train.yml", "coref_train.overrides"),
 }
 SEGMENT_PARAMS = "conf/base/parameters_segment.yml:segment.max_segment_lens"

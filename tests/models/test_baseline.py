@@ -232,7 +232,7 @@ def test_mention_loss_coef_0_gives_exactly_the_original_loss_and_a_coefficient_a
     loss, original, mentions = losses[0.5]
     assert torch.equal(losses[0.0][1], original)  # same weights, same antecedent loss
     assert mentions > 0 and torch.allclose(loss, original + 0.5 * mentions)
-    with pytest.raises(ConfigError, match="model key 'mention_loss_coef' must be 0 or more, got -1.0"):
+    with pytest.raises(ConfigError, match="model key 'mention_loss_coef' must be 0 or more, or auto, got -1.0"):
         tiny_config(mention_loss_coef=-1.0)
 
 

@@ -37,25 +37,3 @@ def train_mode_outputs(encoder) -> tuple[torch.Tensor, torch.Tensor]:
     first = encoder(document.input_ids, document.attention_mask)
     torch.manual_seed(1)
     return first, encoder(document.input_ids, document.attention_mask)
-
-
-def test_attention_dropout_set_to_zero_leaves_training_forward_passes_deterministic():
-    import pytest
-
-    from coref_pipeline.models.config import ConfigError
-
-    # Hidden dropout 0 and attention dropout 0.5: two training passes draw different masks.
-    encoder = tiny_encoder(seed=3, dropout=0.0)
-    encoder.set_attention_dropout(0.5)
-    first, second = train_mode_outputs(encoder)
-    assert not torch.allclose(first, second)
-    assert encoder.model.config.attention_probs_dropout_prob == 0.5
-    encoder.set_attention_dropout(0.0)
-    first, second = train_mode_outputs(encoder)
-    torch.testing.assert_close(first, second)
-    encoder.eval()
-    document = tiny_tensors(make_document(num_segments=3), tiny_config())
-    torch.testing.assert_close(first, encoder(document.input_ids, document.attention_mask))  # = inference
-    assert encoder.model.config.attention_probs_dropout_prob == 0.0  # saved with the model as trained
-    with pytest.raises(ConfigError, match="no BERT-style self-attention dropout"):
-        type(encoder)(torch.nn.Linear(2, 2)).set_attention_dropout(0.0)

@@ -2,33 +2,42 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+import yaml
 
 from coref_pipeline.inference import CorefModel
-from coref_pipeline.models.config import ConfigError
+from coref_pipeline.models.config import ConfigError, IncrementalTrainParameters
 from coref_pipeline.pipelines.coref_train.nodes import train as train_baseline_node
 from coref_pipeline.pipelines.dev_scores import predict_dev, score_dev
 from coref_pipeline.pipelines.incremental_train.nodes import train
 from coref_pipeline.pipelines.incremental_train.pipeline import create_pipeline
+from coref_pipeline.training import incremental_settings
 
+from ..paths import PROJECT_ROOT
 from .test_coref_train import dev_gold, encoder_dir, params_for, segmentation, segmented  # noqa: F401 (fixture)
 
 
-def incremental_params(work_dir, **model):
+def incremental_params(work_dir, **overrides):
     return {
         "work_dir": str(work_dir),
         "restart": False,
         "cache_encoder_outputs": True,
-        "model": {"dropout_rate": 0.4, **model},
-        "training": {
-            "seed": 13,
-            "num_epochs": 2,
-            "task_learning_rate": 2e-4,
-            "gradient_clip": 10.0,
-            "patience": 5,
-            "eval_frequency": 2,
-            "report_frequency": 2,
-            "checkpoint_frequency": 2,
+        "preset": "tiny",
+        "overrides": overrides,
+        "presets": {
+            "tiny": {
+                "dropout_rate": 0.4,
+                "seed": 13,
+                "num_epochs": 2,
+                "task_learning_rate": 2e-4,
+                "gradient_clip": 10.0,
+                "patience": 5,
+                "eval_frequency": 2,
+                "report_frequency": 2,
+                "checkpoint_frequency": 2,
+            }
         },
     }
 
@@ -84,3 +93,56 @@ def test_pipeline_wiring():
         "raw_dev",
     }
     assert pipeline.outputs() == {"incremental_dev_metrics"}
+
+
+# The incremental model's defaults before presets existed (the parameter file's `model` and `training` keys):
+# Xia et al.'s setting, but for the calibrated score.
+DEFAULTS_BEFORE_PRESETS = {
+    "model": {
+        "top_span_ratio": 0.4, "threshold": 0.0, "update": "learned", "alpha_hidden_size": 300, "score": "calibrated",
+        "pair_features": "paper", "evict_singleton_distance": 600, "evict_distance": 1200, "evict_in_training": True,
+        "max_top_entities": None, "recent_mentions": 0, "entity_representation": True, "batch_per_segment": True,
+        "min_mention_score": None, "finetune_encoder": False, "loss": "latest_antecedent", "negative_sample_rate": 1.0,
+        "teacher_forcing_rate": 0.0, "mention_loss_coef": 0.0, "mention_loss_spans": "candidates",
+        "crop_training_documents": False, "dropout_rate": 0.4,
+    },
+    "training": {
+        "seed": 13, "num_epochs": 10, "task_learning_rate": 2.0e-04, "bert_learning_rate": 1.0e-05, "gradient_clip": 10.0,
+        "patience": 5, "eval_frequency": 14, "report_frequency": 7, "checkpoint_frequency": 14,
+    },
+}  # fmt: skip
+
+
+def committed_parameters(**changes) -> IncrementalTrainParameters:
+    values = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_incremental_train.yml").read_text())
+    return IncrementalTrainParameters.from_dict({**values["incremental_train"], **changes})
+
+
+def test_the_paper_preset_is_the_earlier_defaults_with_the_papers_score(baseline):
+    """preset=paper resolves to the earlier defaults key for key, the one difference being the score: those
+    defaults used the calibrated score, Xia et al. score PAIRSCORE(m, e) + s_m(m) (score: paper)."""
+    config, training = incremental_settings(baseline, committed_parameters(preset="paper").values())
+    earlier_config, earlier_training = incremental_settings(
+        baseline, {**DEFAULTS_BEFORE_PRESETS["model"], **DEFAULTS_BEFORE_PRESETS["training"]}
+    )
+    assert training == earlier_training
+    assert config == replace(earlier_config, score="paper")
+    assert earlier_config.score == "calibrated"
+
+
+def test_the_default_preset_is_the_measured_recipe_on_top_of_the_paper(baseline):
+    parameters = committed_parameters()
+    assert parameters.preset == "recommended"
+    config, training = incremental_settings(baseline, parameters.values())
+    paper, paper_training = incremental_settings(baseline, committed_parameters(preset="paper").values())
+    changed = {key for key in config.keys() if getattr(config, key) != getattr(paper, key)}
+    changed |= {key for key in training.keys() if getattr(training, key) != getattr(paper_training, key)}
+    assert changed == {
+        "score", "pair_features", "recent_mentions", "entity_representation", "max_top_entities",
+        "evict_singleton_distance", "evict_distance", "negative_sample_rate", "loss", "mention_loss_coef",
+        "mention_loss_spans", "task_learning_rate", "eval_on_start", "precision",
+    }  # fmt: skip
+    assert config.mention_loss_coef == "auto" and training.precision == "auto"
+    # an override changes one key and keeps the preset's others
+    overridden, _ = incremental_settings(baseline, committed_parameters(overrides={"max_top_entities": 100}).values())
+    assert overridden == replace(config, max_top_entities=100)

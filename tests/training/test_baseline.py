@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from coref_pipeline.inference import CorefModel
 from coref_pipeline.models import attention
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import ConfigError, TrainingConfig
+from coref_pipeline.segmentation import SegmentationRecord
 from coref_pipeline.training import Run, TrainingCallback, baseline_recipe, fit, seed_everything
 from coref_pipeline.training.checkpoints import latest_checkpoint
 from coref_pipeline.training.loop import configure_encoder_for_training, epoch_order
@@ -175,9 +177,7 @@ def test_a_change_to_the_model_or_training_code_starts_afresh(tmp_path, caplog, 
 
 
 def test_init_from_loads_every_weight_and_refuses_another_architecture(tmp_path):
-    from dataclasses import replace
 
-    from coref_pipeline.models.config import ConfigError
     from coref_pipeline.training import baseline_from
 
     from ..models.tiny import save_tiny_models
@@ -199,24 +199,40 @@ def test_init_from_loads_every_weight_and_refuses_another_architecture(tmp_path)
         baseline_from(incremental_dir, saved.config)
 
 
-def test_encoder_attention_dropout_is_set_for_the_run_and_saved_with_the_model(tmp_path):
+def test_the_encoder_trains_with_the_cpu_attention_and_is_saved_with_its_own(tmp_path):
     def attention_dropouts(trained: CorefModel) -> set[float]:
         modules = trained.model.encoder.model.modules()
         return {m.dropout.p for m in modules if type(m).__name__.endswith("SelfAttention")}
 
     kept = train(fresh_model(), training_config(num_epochs=1, max_steps=2), tmp_path / "own")
-    assert attention_dropouts(kept) == {0.1}  # null: the encoder's own
-    off = train(
-        fresh_model(), training_config(num_epochs=1, max_steps=2, encoder_attention_dropout=0.0), tmp_path / "0"
-    )
-    assert attention_dropouts(off) == {0.0}
-    assert attention_dropouts(CorefModel.load(tmp_path / "0" / "best")) == {0.0}
+    assert attention_dropouts(kept) == {0.1}  # the encoder's own attention dropout
     # The loop's encoder settings: the attention trains with the cheaper CPU dropout mask; the
     # model is saved without it (loaded: HF's own sdpa).
     encoder = tiny_encoder(3)
-    configure_encoder_for_training(encoder, training_config(encoder_attention_dropout=0.2))
+    configure_encoder_for_training(encoder, training_config())
     assert encoder.model.config._attn_implementation == attention.IMPLEMENTATION
-    assert encoder.model.config.attention_probs_dropout_prob == 0.2
     assert kept.model.encoder.model.config._attn_implementation == "sdpa"
-    with pytest.raises(ConfigError, match=r"training key 'encoder_attention_dropout' must be in \[0.0, 1.0\)"):
-        training_config(encoder_attention_dropout=1.5)
+    assert CorefModel.load(tmp_path / "own" / "best").model.encoder.model.config._attn_implementation == "sdpa"
+
+
+@pytest.mark.parametrize("singletons", [True, False])
+def test_mention_loss_auto_follows_whether_the_training_corpus_annotates_singletons(tmp_path, singletons, caplog):
+    from coref_pipeline.corpus import SegmentedCorpus
+    from coref_pipeline.models.config import AUTO_MENTION_LOSS_COEF, BaselineConfig
+    from coref_pipeline.training.loop import decide_for_corpus
+
+    documents = [make_document(f"nw/t{i}_0", seed=i, num_segments=2) for i in range(3)]
+    for document in documents:
+        document["clusters"] = [cluster for cluster in document["clusters"] if len(cluster) > 1]
+        if singletons:
+            document["clusters"] += [[[1, 1]], [[3, 4]]]
+    record = SegmentationRecord.of("tiny", tiny_hf_tokenizer(), [16]).to_dict()
+    corpus = SegmentedCorpus({"train.english.16": documents}, record)
+    config = BaselineConfig(max_segment_len=16, mention_loss_coef="auto")
+    with pytest.raises(ConfigError, match="mention_loss_coef: auto is decided by the training corpus"):
+        BaselineCorefModel(config, tiny_encoder(3))
+    with caplog.at_level("INFO", logger="coref_pipeline.training.loop"):
+        decided = decide_for_corpus(config, corpus)
+    assert decided.mention_loss_coef == (AUTO_MENTION_LOSS_COEF if singletons else 0.0)
+    assert "mention_loss_coef auto:" in caplog.text
+    assert decide_for_corpus(replace(config, mention_loss_coef=0.25), corpus).mention_loss_coef == 0.25

@@ -20,8 +20,6 @@ import torch
 from safetensors.torch import load_file
 
 from coref_pipeline.training import Run, fit, incremental_recipe
-from coref_pipeline.training.averaging import PREFIX
-from coref_pipeline.training.checkpoints import latest_checkpoint
 from coref_pipeline.training.engine import shard
 from coref_pipeline.training.loop import epoch_order
 from coref_pipeline.training.optim import model_optimisers
@@ -145,22 +143,6 @@ def test_spawned_workers_train_as_torchrun_ranks_and_resume_after_a_kill(tmp_pat
     train(resumed, dropout=0.2)
     assert_same_weights(final_weights(resumed), final_weights(reference), exact=True)
     shutil.rmtree(tmp_path)
-
-
-def test_rank_0_keeps_the_weight_average_without_changing_the_ranks_training(tmp_path):
-    plain, averaged = tmp_path / "plain", tmp_path / "averaged"
-    train(plain, dropout=0.0)
-    train(averaged, dropout=0.0, ema_decay=0.5)
-    assert_same_weights(final_weights(averaged), final_weights(plain), exact=True)
-    state = load_file(latest_checkpoint(averaged) / "state.safetensors")
-    weights = final_weights(averaged)
-    average = {name[len(PREFIX) :]: tensor for name, tensor in state.items() if name.startswith(PREFIX)}
-    assert set(average) == set(weights)
-    assert any(not torch.equal(average[name], weights[name]) for name in weights)
-    best = load_file(averaged / "best" / "model.safetensors")
-    shared = set(best) & set(weights)
-    assert shared
-    assert any(not torch.equal(best[name], weights[name]) for name in shared)  # the best model is an average
 
 
 @pytest.mark.parametrize("finetune_encoder", [False, True])

@@ -121,7 +121,8 @@ def test_training_on_an_absent_gpu_is_one_line(tmp_path):
 def test_precision_and_strategy_are_checked():
     assert TrainingConfig.from_dict({"precision": 32}).precision == "32"  # YAML's unquoted 32
     with pytest.raises(
-        ConfigError, match=r"training key 'precision' must be one of \['32', 'bf16-mixed', '16-mixed'\], got 'fp8'"
+        ConfigError,
+        match=r"training key 'precision' must be one of \['auto', '32', 'bf16-mixed', '16-mixed'\], got 'fp8'",
     ):
         TrainingConfig.from_dict({"precision": "fp8"})
     with pytest.raises(ConfigError, match="fsdp is not supported"):

@@ -47,7 +47,7 @@ def _split(lengths: str) -> list[str]:
     multiple=True,
     metavar="FILE:KEY=VALUE",
     help="another `dvc exp run -S` setting for every experiment (a budget, a corpus), e.g. "
-    "conf/base/parameters_incremental_train.yml:incremental_train.training.max_steps=20",
+    "conf/base/parameters_incremental_train.yml:incremental_train.overrides.max_steps=20",
 )
 @click.option("--dry-run", is_flag=True, help="print the commands, queue nothing")
 def queue(model: str, train_lengths: str, eval_lengths: str, settings: tuple[str, ...], dry_run: bool) -> None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from coref_pipeline.models.config import BaselineConfig
+from coref_pipeline.models.config import BaselineConfig, require_resolved
 from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.layers import Dropout, init_weights
@@ -44,6 +44,7 @@ class BaselineCorefModel(nn.Module):
 
     def __init__(self, config: BaselineConfig, encoder: SegmentEncoder) -> None:
         super().__init__()
+        require_resolved(config)
         self.config = config
         self.encoder = encoder
         feature = config.feature_size

@@ -9,8 +9,8 @@ values are checked against the field types, and an unknown key names the known o
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from coref_pipeline.config_base import Config, ConfigError, ConfigT
@@ -33,19 +33,25 @@ __all__ = [
 ]
 
 
-PRECISIONS = ("32", "bf16-mixed", "16-mixed")
+# "auto": bf16-mixed where the device computes bf16 natively, else 32 (devices.resolve_precision, at a run's start).
+PRECISIONS = ("auto", "32", "bf16-mixed", "16-mixed")
 # The spans the auxiliary mention loss (mention_loss_coef) is over: "candidates", every candidate span (a pruned
 # gold mention is pushed up too; Toshniwal et al.'s); "top", the spans pruning keeps (coref-hoi's), whose
 # backward pass is over those spans only (SpanScorer.top_spans).
 MENTION_LOSS_SPANS = ("candidates", "top")
 STRATEGIES = ("auto", "ddp")
+# mention_loss_coef "auto": this weight when the training documents annotate singletons (measured on LitBank,
+# docs/benchmarks.md), else 0; decided when a run starts (resolve_mention_loss).
+AUTO = "auto"
+AUTO_MENTION_LOSS_COEF = 0.5
 
 
 def _check_span_selection(config: BaselineConfig | IncrementalConfig) -> None:
     """The checks of the keys each model has its own value of."""
     config.require_range("top_span_ratio", 0.0, 1.0, low_open=True)
     config.require_range("dropout_rate", 0.0, 1.0, high_open=True)
-    config.require(config.mention_loss_coef >= 0, "mention_loss_coef", "0 or more")
+    coef = config.mention_loss_coef
+    config.require(coef == AUTO or (isinstance(coef, float) and coef >= 0), "mention_loss_coef", "0 or more, or auto")
     config.require(
         config.mention_loss_spans in MENTION_LOSS_SPANS, "mention_loss_spans", f"one of {list(MENTION_LOSS_SPANS)}"
     )
@@ -126,7 +132,8 @@ class BaselineConfig(SpanModelConfig):
     # "is a gold mention" (singletons included), over every candidate (mention_loss_spans: candidates,
     # so that a pruned gold mention is pushed up too) or over the kept spans (top: coref-hoi's
     # mention_loss_coef). 0: the original loss only.
-    mention_loss_coef: float = 0.0
+    # "auto": AUTO_MENTION_LOSS_COEF when the training documents annotate singletons, else 0 (resolve_mention_loss).
+    mention_loss_coef: float | str = 0.0
     mention_loss_spans: str = "candidates"  # or "top" (MENTION_LOSS_SPANS)
     # Inference only: an antecedent whose coarse score is at most this is not scored by the fine
     # FFNN (its score is -inf), so the fine stage's cost follows the plausible pairs. None: every
@@ -187,8 +194,8 @@ class IncrementalConfig(SpanModelConfig):
     negative_sample_rate: float = 1.0  # share of non-gold spans that enter training
     teacher_forcing_rate: float = 0.0  # share of training decisions replaced by the gold one
     # The baseline's auxiliary mention loss (BaselineConfig), over each segment's candidates or its kept spans
-    # (mention_loss_spans: candidates | top); 0: the paper's loss.
-    mention_loss_coef: float = 0.0
+    # (mention_loss_spans: candidates | top); 0: the paper's loss; "auto" as for the baseline.
+    mention_loss_coef: float | str = 0.0
     mention_loss_spans: str = "candidates"
     # Train on a random window of max_training_sentences segments of each document, as the baseline
     # trains; false: whole documents (the paper's).
@@ -261,17 +268,13 @@ class TrainingConfig(Config):
     checkpoint_frequency: int = 100  # steps between resumable checkpoints
     device: str = "auto"  # auto (a GPU when there is one), cpu, cuda, cuda:N or mps
     # Accelerators and scale-out (Lightning Fabric's names): see coref_pipeline.training.engine.
-    precision: str | int = "32"  # 32 | bf16-mixed | 16-mixed (fp32 master weights; 16-mixed scales the loss)
+    # auto | 32 | bf16-mixed | 16-mixed (fp32 master weights; 16-mixed scales the loss); auto: bf16-mixed
+    # where the device computes it natively (a GPU with bf16, a CPU with AMX or AVX-512 BF16), else 32
+    precision: str | int = "32"
     devices: int = 1  # processes per node, one device each (GPUs, or CPU processes with device cpu)
     num_nodes: int = 1  # machines; started by torchrun or SLURM (see the README)
     strategy: str = "auto"  # auto (ddp when devices x num_nodes > 1) | ddp
     gradient_checkpointing: bool = False  # recompute the encoder's activations in backward (HF's switch)
-    # dropout on the encoder's attention probabilities in training; None = the encoder's own (BERT: 0.1);
-    # 0 lets the attention run in torch's fused kernel (SegmentEncoder.set_attention_dropout)
-    encoder_attention_dropout: float | None = None
-    # dev evaluations score, and the best model saved is, an exponential moving average of the trained
-    # weights with this decay (warmed up as min(ema_decay, (1 + t) / (10 + t))); None = the weights as trained
-    ema_decay: float | None = None
     # score the starting weights on dev before the first step, so that they can be the best model kept
     # (fine-tuning a trained model: init_from, the incremental model); HF Trainer's eval_on_start
     eval_on_start: bool = False
@@ -291,10 +294,6 @@ class TrainingConfig(Config):
             self.require(getattr(self, name) is None or getattr(self, name) >= 1, name, "at least 1 or null")
         for name in ("bert_learning_rate", "task_learning_rate", "adam_eps", "weight_decay", "gradient_clip"):
             self.require(getattr(self, name) >= 0, name, "0 or more")
-        if self.encoder_attention_dropout is not None:
-            self.require_range("encoder_attention_dropout", 0.0, 1.0, high_open=True)
-        if self.ema_decay is not None:
-            self.require_range("ema_decay", 0.0, 1.0, high_open=True)
         budget = self.time_budget_minutes
         self.require(budget is None or budget > 0, "time_budget_minutes", "a positive number of minutes or null")
         object.__setattr__(self, "precision", str(self.precision))  # YAML's 32 is an int
@@ -315,6 +314,23 @@ class TrainingConfig(Config):
     def world_size(self) -> int:
         """Training processes in all: ``devices x num_nodes``."""
         return self.devices * self.num_nodes
+
+
+def resolve_mention_loss(config: ConfigT, annotates_singletons: bool) -> ConfigT:
+    """``config`` with ``mention_loss_coef: auto`` decided for a training corpus that does or does not annotate
+    singletons (:data:`AUTO_MENTION_LOSS_COEF` or 0); any other value is kept."""
+    if config.mention_loss_coef != AUTO:
+        return config
+    return replace(config, mention_loss_coef=AUTO_MENTION_LOSS_COEF if annotates_singletons else 0.0)
+
+
+def require_resolved(config: BaselineConfig | IncrementalConfig) -> None:
+    """A model is built from decided values: ``mention_loss_coef: auto`` must have met its training corpus."""
+    if config.mention_loss_coef == AUTO:
+        raise ConfigError(
+            "mention_loss_coef: auto is decided by the training corpus when a run starts (resolve_mention_loss); "
+            "give a number to build a model outside a training run"
+        )
 
 
 def resolve_preset(presets: Mapping[str, Mapping[str, Any]], name: str, what: str = "preset") -> dict[str, Any]:
@@ -338,15 +354,23 @@ def resolve_preset(presets: Mapping[str, Mapping[str, Any]], name: str, what: st
     return values
 
 
-def split_settings(values: Mapping[str, Any], model_class: type[ConfigT], where: str) -> tuple[ConfigT, TrainingConfig]:
-    """Flat keys (as ``experiments.conf`` has them) split into a model configuration and a training one."""
+def split_settings(
+    values: Mapping[str, Any],
+    model_class: type[ConfigT],
+    where: str,
+    build: Callable[[dict[str, Any]], ConfigT] | None = None,
+) -> tuple[ConfigT, TrainingConfig]:
+    """Flat keys (as ``experiments.conf`` has them) split into a model configuration and a training one.
+
+    ``build`` makes the model configuration from its keys (default ``model_class.from_dict``).
+    """
     model_keys, training_keys = set(model_class.keys()), set(TrainingConfig.keys())
     unknown = sorted(key for key in values if key not in model_keys and key not in training_keys)
     if unknown:
         raise ConfigError(
             f"unknown {where} key(s) {unknown}; model keys: {sorted(model_keys)}; training keys: {sorted(training_keys)}"
         )
-    model = model_class.from_dict({k: v for k, v in values.items() if k in model_keys})
+    model = (build or model_class.from_dict)({k: v for k, v in values.items() if k in model_keys})
     training = TrainingConfig.from_dict({k: v for k, v in values.items() if k in training_keys})
     return model, training
 
@@ -378,12 +402,14 @@ class CorefTrainParameters(Config):
 
 @dataclass(frozen=True)
 class IncrementalTrainParameters(Config):
-    """The ``incremental_train`` parameters: the model's own keys, its training, where the run lives."""
+    """The ``incremental_train`` parameters: which preset, what to change in it, where the run lives."""
 
     what: ClassVar[str] = "incremental_train"
 
-    model: dict[str, Any] = field(default_factory=dict)  # IncrementalConfig keys (the sizes are the baseline's)
-    training: dict[str, Any] = field(default_factory=dict)  # TrainingConfig keys
+    # name -> IncrementalConfig and TrainingConfig keys, flat (``extends`` another preset); the sizes are the baseline's
+    presets: dict[str, Any] = field(default_factory=dict)
+    preset: str = "recommended"
+    overrides: dict[str, Any] = field(default_factory=dict)  # any model or training key, for one run
     work_dir: str = "data/06_models/incremental_training"
     restart: bool = False
     cache_encoder_outputs: bool = True  # a frozen encoder's outputs computed once per segment and run
@@ -392,3 +418,7 @@ class IncrementalTrainParameters(Config):
     def __post_init__(self) -> None:
         cache = self.encoder_cache_mb
         self.require(cache is None or cache >= 0, "encoder_cache_mb", "a number of megabytes, 0 or more, or null")
+
+    def values(self) -> dict[str, Any]:
+        """The chosen preset's keys (its ``extends`` chain resolved) with ``overrides`` on top."""
+        return {**resolve_preset(self.presets, self.preset, "incremental_train preset"), **self.overrides}

@@ -5,8 +5,6 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from coref_pipeline.models.config import ConfigError
-
 
 class SegmentEncoder(nn.Module):
     """Encodes a document's segments in batches and flattens them to its subtoken sequence."""
@@ -38,28 +36,6 @@ class SegmentEncoder(nn.Module):
             self.model.activation_checkpointing_enable(activation_checkpointing_kwargs=options)
         else:
             self.model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=options)
-
-    def set_attention_dropout(self, rate: float) -> None:
-        """The dropout on the attention probabilities in training (BERT's ``attention_probs_dropout_prob``).
-
-        At 0 the attention runs in torch's fused kernel (scaled_dot_product_attention's flash
-        path, on a CPU too), which has no dropout; above 0 it takes the unfused path that
-        materialises every ``[heads, seg_len, seg_len]`` probability and its dropout mask.
-        """
-        modules = [
-            module
-            for module in self.model.modules()
-            if type(module).__name__.endswith("SelfAttention")
-            and isinstance(getattr(module, "dropout", None), nn.Dropout)
-        ]
-        if not modules:
-            raise ConfigError(
-                f"encoder_attention_dropout: the encoder {type(self.model).__name__} has no BERT-style "
-                "self-attention dropout to set; leave encoder_attention_dropout null for it"
-            )
-        for module in modules:
-            module.dropout.p = rate  # read at each forward (dropout=self.dropout.p in training)
-        self.model.config.attention_probs_dropout_prob = rate  # saved with the model as it was trained
 
     def use_cpu_attention_dropout(self) -> bool:
         """Train the attention with the cheaper CPU dropout mask of :mod:`coref_pipeline.models.attention`.

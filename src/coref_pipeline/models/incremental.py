@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from coref_pipeline.models.config import IncrementalConfig
+from coref_pipeline.models.config import IncrementalConfig, require_resolved
 from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.layers import FFNN
@@ -687,6 +687,7 @@ class IncrementalCorefModel(nn.Module):
 
     def __init__(self, config: IncrementalConfig, encoder: SegmentEncoder) -> None:
         super().__init__()
+        require_resolved(config)
         self.config = config
         self.encoder = encoder
         self.span_scorer = SpanScorer(config, encoder.hidden_size)

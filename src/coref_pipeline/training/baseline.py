@@ -14,7 +14,7 @@ from coref_pipeline.models.config import SHARED_ARCHITECTURE_KEYS, BaselineConfi
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.pretrained import load_pretrained, load_tokenizer
 from coref_pipeline.training.checkpoints import tensors_fingerprint
-from coref_pipeline.training.loop import Recipe, Run, fit_on_corpus, seed_everything
+from coref_pipeline.training.loop import Recipe, Run, decide_for_corpus, fit_on_corpus, seed_everything
 from coref_pipeline.training.optim import model_optimisers
 
 logger = logging.getLogger(__name__)
@@ -75,6 +75,7 @@ def train_baseline(
     resolve_device(training.device)  # an absent device is named before the encoder is loaded
     if init_from is None:  # another tokenizer's documents are refused before the encoder is loaded, offline
         corpus.check_before_loading(config.tokenizer_name, config.segment_length, "the model")
+    config = decide_for_corpus(config, corpus)
     with run.holding_work_dir():  # a second run on this work directory is refused before anything loads
         seed_everything(training.seed)
         if init_from is None:

@@ -2,8 +2,7 @@
 
 A run keeps its state in a work directory:
 
-    checkpoints/step-000123/   weights, optimiser and scheduler state, every rank's RNG, position,
-                               the weights' moving average (with ``ema_decay``)
+    checkpoints/step-000123/   weights, optimiser and scheduler state, every rank's RNG, position
     checkpoints/LATEST         name of the newest complete checkpoint (atomic)
     best/                      the best-on-dev model directory so far
     dvclive/                   training curves (DVCLive)
@@ -44,7 +43,6 @@ from coref_pipeline.files import (
     make_directory,
 )
 from coref_pipeline.models.serialization import atomic_save_tensors
-from coref_pipeline.training.averaging import WeightAverage
 from coref_pipeline.training.optim import Optimisers
 
 logger = logging.getLogger(__name__)
@@ -105,18 +103,17 @@ def save_checkpoint(
     state: TrainState,
     rng_states: Mapping[str, torch.Tensor],
     keep: int = 1,
-    average: WeightAverage | None = None,
 ) -> Path:
     """A complete resumable checkpoint, written atomically; older ones beyond ``keep`` are removed.
 
     ``rng_states``: every process's generator states, one row per rank (``Engine.rng_states``).
-    ``average``: the weights' moving average, when the run keeps one. Only rank 0 calls this.
+    Only rank 0 calls this.
     """
     checkpoints = make_directory(work_dir / "checkpoints")
     name = f"step-{state.global_step:07d}"
     final = checkpoints / name
     with atomic_directory(final) as temporary:
-        _write_checkpoint(temporary, model, optimisers, state, rng_states, average)
+        _write_checkpoint(temporary, model, optimisers, state, rng_states)
     atomic_write_text(checkpoints / "LATEST", name)
     older = sorted(p for p in checkpoints.glob("step-*") if p.name != name)
     for path in older[: max(0, len(older) - (keep - 1))]:
@@ -130,7 +127,6 @@ def _write_checkpoint(
     optimisers: Optimisers,
     state: TrainState,
     rng_states: Mapping[str, torch.Tensor],
-    average: WeightAverage | None,
 ) -> None:
     atomic_save_tensors(model.state_dict(), folder / "model.safetensors")
     optimiser_tensors: dict[str, torch.Tensor] = {}
@@ -140,8 +136,7 @@ def _write_checkpoint(
         optimiser_tensors.update(tensors)
         optimiser_meta[prefix] = meta
     rng = {f"rng.{name}": rows.contiguous() for name, rows in rng_states.items()}
-    averaged = average.state_tensors() if average is not None else {}
-    atomic_save_tensors({**optimiser_tensors, **rng, **averaged}, folder / "state.safetensors")
+    atomic_save_tensors({**optimiser_tensors, **rng}, folder / "state.safetensors")
     schedules = {
         name: schedule.state_dict()
         for name, schedule in (("encoder", optimisers.encoder_schedule), ("task", optimisers.task_schedule))
@@ -169,14 +164,10 @@ def latest_checkpoint(work_dir: Path) -> Path | None:
     return path if path.is_dir() else None
 
 
-def load_checkpoint(
-    path: Path, model: nn.Module, optimisers: Optimisers, average: WeightAverage | None = None
-) -> tuple[TrainState, dict[str, torch.Tensor]]:
-    """Restore weights, optimisers, schedules, Python's RNG and ``average``; the position and every rank's RNG states."""
+def load_checkpoint(path: Path, model: nn.Module, optimisers: Optimisers) -> tuple[TrainState, dict[str, torch.Tensor]]:
+    """Restore weights, optimisers, schedules and Python's RNG; the position and every rank's RNG states."""
     model.load_state_dict(load_file(path / "model.safetensors"))
     tensors = load_file(path / "state.safetensors")
-    if average is not None:
-        average.load_state_tensors(tensors, str(path))
     meta = json.loads((path / "state.json").read_text(encoding="utf-8"))
     for prefix, optimiser in optimisers.named().items():
         _restore_optimiser(optimiser, prefix, tensors, meta["optimisers"][prefix])

@@ -38,7 +38,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from coref_pipeline.devices import keep_host_memory, resolve_device
+from coref_pipeline.devices import keep_host_memory, resolve_device, resolve_precision
 from coref_pipeline.models.config import TrainingConfig
 
 logger = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class Engine:
             devices=devices,
             num_nodes=training.num_nodes,
             strategy=strategy,
-            precision=None if plugins else FABRIC_PRECISION[training.precision],
+            precision=None if plugins else FABRIC_PRECISION[resolve_precision(training.precision, device)],
             plugins=list(plugins) or None,
         )
         self._module: Any = None

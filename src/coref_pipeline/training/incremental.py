@@ -12,24 +12,29 @@ import torch
 from coref_pipeline.corpus import SegmentedCorpus
 from coref_pipeline.devices import resolve_device
 from coref_pipeline.inference import CorefModel
-from coref_pipeline.models.config import ConfigError, IncrementalConfig, TrainingConfig
+from coref_pipeline.models.config import ConfigError, IncrementalConfig, TrainingConfig, split_settings
 from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.incremental import IncrementalCorefModel, copy_baseline_weights
 from coref_pipeline.training.checkpoints import tensors_fingerprint
-from coref_pipeline.training.loop import Recipe, Run, fit_on_corpus, seed_everything
+from coref_pipeline.training.loop import Recipe, Run, decide_for_corpus, fit_on_corpus, seed_everything
 from coref_pipeline.training.optim import model_optimisers
 
 logger = logging.getLogger(__name__)
 
 
 def incremental_settings(
-    baseline: CorefModel, model_values: Mapping[str, Any] | None, training_values: Mapping[str, Any] | None
+    baseline: CorefModel, values: Mapping[str, Any] | None = None
 ) -> tuple[IncrementalConfig, TrainingConfig]:
-    """The incremental model's configuration (the baseline's sizes plus ``model_values``) and its training's."""
+    """The incremental model's configuration (the baseline's sizes plus the model keys of ``values``) and its
+    training's (the training keys of ``values``): flat keys, as an ``incremental_train`` preset has them."""
     if baseline.model_type != "baseline":
         raise ConfigError(f"incremental_train starts from a baseline model, got a {baseline.model_type!r} model")
-    config = IncrementalConfig.from_baseline(baseline.config, model_values or {})
-    return config, TrainingConfig.from_dict(training_values or {})
+    return split_settings(
+        values or {},
+        IncrementalConfig,
+        "incremental_train",
+        lambda model_values: IncrementalConfig.from_baseline(baseline.config, model_values),
+    )
 
 
 def build_incremental(baseline: CorefModel, config: IncrementalConfig) -> CorefModel:
@@ -109,6 +114,7 @@ def train_incremental(
 ) -> CorefModel:
     """Initialise from the baseline, train on train, select on dev: what ``incremental_train`` runs."""
     resolve_device(training.device)  # an absent device is named before anything is built
+    config = decide_for_corpus(config, corpus)
     with run.holding_work_dir():  # a second run on this work directory is refused before anything is built
         seed_everything(training.seed)
         trained = build_incremental(baseline, config)

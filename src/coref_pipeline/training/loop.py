@@ -24,16 +24,15 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from coref_pipeline.corpus import SegmentedCorpus
-from coref_pipeline.devices import bound_host_memory
+from coref_pipeline.corpus import SINGLETON_CORPUS_SHARE, SegmentedCorpus, singleton_share
+from coref_pipeline.devices import bound_host_memory, resolve_device, resolve_precision
 from coref_pipeline.evaluation.predictions import GoldKey, score_predictions, summary_metrics
 from coref_pipeline.files import exclusive_directory
 from coref_pipeline.inference import CorefModel
-from coref_pipeline.models.config import ConfigError, TrainingConfig
+from coref_pipeline.models.config import AUTO, ConfigError, ConfigT, TrainingConfig, resolve_mention_loss
 from coref_pipeline.models.document import DocumentTensors, random_crop
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.processes import launched_rank
-from coref_pipeline.training.averaging import WeightAverage
 from coref_pipeline.training.checkpoints import (
     TrainState,
     latest_checkpoint,
@@ -67,12 +66,10 @@ def epoch_order(num_documents: int, seed: int, epoch: int) -> list[int]:
 
 
 def configure_encoder_for_training(encoder: SegmentEncoder, training: TrainingConfig) -> None:
-    """The training keys that change the encoder itself (gradient checkpointing, the attention dropout),
-    and its attention's cheaper dropout mask on a CPU (models/attention.py)."""
+    """The training key that changes the encoder itself (gradient checkpointing), and its attention's cheaper
+    dropout mask on a CPU (models/attention.py)."""
     if training.gradient_checkpointing:
         encoder.enable_gradient_checkpointing()
-    if training.encoder_attention_dropout is not None:
-        encoder.set_attention_dropout(training.encoder_attention_dropout)
     encoder.use_cpu_attention_dropout()
 
 
@@ -218,9 +215,7 @@ def train_loop(
     segments (``None``: whole documents), from a generator of each rank's own.
     ``evaluate`` scores on dev (percent, with ``conll_f1``) and ``save_best`` keeps
     the model when it is the best so far: both on rank 0, as the checkpoints and
-    the callbacks; the other ranks wait and take its decisions. With ``ema_decay``,
-    rank 0 keeps the weights' moving average (``averaging.WeightAverage``): it is
-    what ``evaluate`` scores and ``save_best`` saves. With ``eval_on_start`` the starting
+    the callbacks; the other ranks wait and take its decisions. With ``eval_on_start`` the starting
     weights are scored (and may be kept as the best) before the first step.
     """
     engine = engine or Engine(replace(config, devices=1, num_nodes=1))
@@ -231,10 +226,9 @@ def train_loop(
     main = engine.is_main
     callbacks = callbacks if main else ()
     state = TrainState()
-    average = WeightAverage(model, config.ema_decay) if main and config.ema_decay is not None else None
     checkpoint = latest_checkpoint(work_dir)
     if checkpoint is not None:
-        state, rng_states = load_checkpoint(checkpoint, model, optimisers, average)
+        state, rng_states = load_checkpoint(checkpoint, model, optimisers)
         engine.restore_rng_states(rng_states, [crop_generator])
         logger.info(
             "Resuming from %s: epoch %d, document %d, step %d",
@@ -255,7 +249,7 @@ def train_loop(
     def write_checkpoint() -> None:
         rng_states = engine.rng_states([crop_generator])  # every rank's, gathered
         if main:
-            save_checkpoint(work_dir, model, optimisers, state, rng_states, average=average)
+            save_checkpoint(work_dir, model, optimisers, state, rng_states)
         engine.barrier()
 
     def evaluate_and_keep_best() -> bool:
@@ -263,10 +257,7 @@ def train_loop(
         stop = False
         if main:
             started = clock()
-            with (
-                engine.all_node_cores(),
-                average.in_place_of_weights() if average is not None else contextlib.nullcontext(),
-            ):
+            with engine.all_node_cores():
                 model.eval()
                 with torch.no_grad():
                     metrics = evaluate()
@@ -274,7 +265,7 @@ def train_loop(
                 f1 = metrics["conll_f1"]
                 improved = f1 > state.best_f1
                 if improved:
-                    save_best()  # what was scored: the average's weights, with ema_decay
+                    save_best()
             state.eval_seconds += clock() - started
             state.evaluations += 1
             for callback in callbacks:
@@ -318,8 +309,6 @@ def train_loop(
                 if max_segments is not None:
                     document = random_crop(document, max_segments, crop_generator)
                 loss = training_step(losses, document, optimisers, config.gradient_clip, engine)
-                if average is not None:
-                    average.update(state.global_step + 1)
                 state.train_seconds += clock() - step_started
                 state.position += 1
                 state.global_step += 1
@@ -436,6 +425,8 @@ def fit(
     this machine the engine spawns one worker per device and this process waits;
     started by torchrun or SLURM, this process is one of the ranks. Rank 0 writes.
     """
+    # precision auto is decided once, here, for the run's device: the fingerprint and every rank see the choice
+    training = replace(training, precision=resolve_precision(training.precision, resolve_device(training.device)))
     engine = Engine(training)
     fingerprint = run_fingerprint(
         {"model_type": trained.model_type, **trained.config.to_dict(), "start": recipe.start},
@@ -512,6 +503,22 @@ def _train_on_rank(engine: Engine, job: _RankJob) -> dict[str, Any]:
     )
     engine.barrier()
     return asdict(state)
+
+
+def decide_for_corpus(config: ConfigT, corpus: SegmentedCorpus) -> ConfigT:
+    """``config`` with the settings its training corpus decides (``mention_loss_coef: auto``), the choice logged."""
+    if config.mention_loss_coef != AUTO:
+        return config
+    share = singleton_share(corpus.documents("train", config.segment_length))
+    annotated = share >= SINGLETON_CORPUS_SHARE
+    decided = resolve_mention_loss(config, annotated)
+    logger.info(
+        "mention_loss_coef auto: %s (%.0f%% of the training documents' clusters have one mention: %s)",
+        decided.mention_loss_coef,
+        100 * share,
+        "the corpus annotates singletons" if annotated else "no singletons annotated",
+    )
+    return decided
 
 
 def fit_on_corpus(

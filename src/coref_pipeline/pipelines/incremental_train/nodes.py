@@ -21,9 +21,10 @@ def train(
     dev_gold: ConllFile,
     remove_singletons: bool,
 ) -> CorefModel:
-    """Initialise from the baseline, train on train, select on dev; a killed run resumes from ``work_dir``."""
+    """Initialise from the baseline, train the chosen preset (``overrides`` on top) on train, select on dev; a
+    killed run resumes from ``work_dir``."""
     parameters = IncrementalTrainParameters.from_dict(params)
-    config, training = incremental_settings(baseline, parameters.model, parameters.training)
+    config, training = incremental_settings(baseline, parameters.values())
     corpus = SegmentedCorpus(segmented, segmentation)
     run = Run(
         parameters.work_dir,

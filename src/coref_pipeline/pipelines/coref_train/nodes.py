@@ -21,7 +21,7 @@ def train(
     remove_singletons: bool,
 ) -> CorefModel:
     """Fine-tune the chosen preset (or the model in ``init_from``) on train, select on dev; a killed run
-    resumes from ``work_dir``."""
+    resumes from ``work_dir``. With ``take_from`` the model in that directory is the baseline, untrained."""
     parameters = CorefTrainParameters.from_dict(params)
     model, training = parameters.settings()
     corpus = SegmentedCorpus(segmented, segmentation)
@@ -32,4 +32,4 @@ def train(
         dev_key=gold_key(dev_gold),
         log_params={"preset": parameters.preset},
     )
-    return train_baseline(corpus, model, training, run, parameters.init_from)
+    return train_baseline(corpus, model, training, run, parameters.init_from, parameters.take_from)

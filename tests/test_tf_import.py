@@ -288,6 +288,14 @@ def test_other_checkpoints_and_missing_files_are_named(tmp_path):
     (copy / "experiments.conf").unlink()
     with pytest.raises(TFImportError, match=r"tiny_coref/experiments.conf: missing"):
         build_imported_model(copy)
+    (copy / "experiments.conf").write_text("best { ffnn_size = ")
+    with pytest.raises(TFImportError, match=r"tiny_coref/experiments.conf: not a HOCON experiments file"):
+        build_imported_model(copy)
+    (copy / "experiments.conf").write_text((TINY_CHECKPOINT / "experiments.conf").read_text())
+    (copy / "bert_config.json").write_text(json.dumps({**json.loads((TINY_CHECKPOINT / "bert_config.json").read_text()),
+                                                       "hidden_sise": 8}))  # fmt: skip
+    with pytest.raises(TFImportError, match=r"bert_config.json: unknown key\(s\) \['hidden_sise'\]"):
+        build_imported_model(copy)
 
 
 def test_nothing_is_written_on_an_error_and_an_occupied_directory_is_refused(tmp_path, imported_tiny_coref):

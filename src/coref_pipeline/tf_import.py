@@ -221,13 +221,12 @@ def choose_experiment(directory: Path, experiments: Path, experiment: str | None
     """The ``experiments.conf`` entry that describes the checkpoint: ``experiment``, else the one named as the
     directory (the released archives unpack to ``bert_base/``, ``spanbert_large/``...), else the only entry
     beside ``best``."""
-    from coref_pipeline.hocon import _parse_with_placeholders
+    from coref_pipeline.hocon import experiment_names
 
     try:
-        tree = _parse_with_placeholders(experiments.read_text(encoding="utf-8"))
+        entries = experiment_names(experiments)
     except Exception as error:  # pyhocon's parse errors have no common base class
         raise TFImportError(f"{experiments}: not a HOCON experiments file ({' '.join(str(error).split())})") from None
-    entries = sorted(key for key in tree.keys() if hasattr(tree[key], "keys"))
     if experiment is not None:
         if experiment not in entries:
             raise TFImportError(f"{experiments} has no experiment {experiment!r}; it has {entries}")

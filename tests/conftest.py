@@ -24,3 +24,15 @@ def minilm_tokenizer():
     from coref_pipeline.pretrained import load_tokenizer
 
     return load_tokenizer("embedded:minilm")
+
+
+@pytest.fixture(scope="session")
+def imported_tiny_coref(tmp_path_factory) -> Path:
+    """The fixture checkpoint of the original model (tests/fixtures/tf_checkpoints/tiny_coref) imported."""
+    from coref_pipeline.tf_import import import_tf_checkpoint
+
+    from .released import TINY_CHECKPOINT
+
+    directory = tmp_path_factory.mktemp("imported") / "tiny_coref"
+    import_tf_checkpoint(TINY_CHECKPOINT, directory)
+    return directory

@@ -46,6 +46,12 @@ def _parse_with_placeholders(text: str, attempts: int = 20) -> Any:
     raise ValueError("too many undefined substitutions in the HOCON file")
 
 
+def experiment_names(path: str | Path) -> list[str]:
+    """The entries of an ``experiments.conf`` (``best`` among them), sorted."""
+    tree = _parse_with_placeholders(Path(path).read_text(encoding="utf-8"))
+    return sorted(key for key in tree.keys() if hasattr(tree[key], "keys"))
+
+
 def import_experiment(path: str | Path, name: str) -> tuple[dict[str, Any], list[str]]:
     """The preset for experiment ``name`` (``${best}`` inheritance resolved) and the keys left out."""
     tree = _parse_with_placeholders(Path(path).read_text(encoding="utf-8"))

@@ -60,7 +60,7 @@ def test_the_kedro_group_adds_no_command():
 def test_help_lists_every_command(capsys):
     assert run(["--help"]) == 0
     out = capsys.readouterr().out
-    for name in ("minimize", "conll-stats", "predict", "score", "import-hocon"):
+    for name in ("minimize", "conll-stats", "predict", "score", "import-hocon", "import-tf-checkpoint"):
         assert f"  {name} " in out
 
 

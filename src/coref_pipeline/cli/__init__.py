@@ -28,6 +28,7 @@ SUBCOMMANDS = {
     "predict": "predict",
     "score": "score",
     "import-hocon": "import_hocon",
+    "import-tf-checkpoint": "import_tf_checkpoint",
     "segment-study": "segment_study",
 }
 

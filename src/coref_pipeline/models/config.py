@@ -395,6 +395,7 @@ class CorefTrainParameters(Config):
     work_dir: str = "data/06_models/baseline_training"  # checkpoints, best model, curves; resumed from
     restart: bool = False  # discard the run kept in work_dir
     init_from: str | None = None  # a trained baseline's model directory to fine-tune instead of a fresh one
+    take_from: str | None = None  # a model directory to take as the baseline as it is, untrained (import-tf-checkpoint)
 
     def settings(self) -> tuple[BaselineConfig, TrainingConfig]:
         return baseline_settings(self.presets, self.preset, self.overrides)

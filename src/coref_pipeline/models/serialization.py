@@ -20,34 +20,30 @@ from typing import Any
 import torch
 from safetensors.torch import load_file, save_file
 
-from coref_pipeline.errors import UserError
 from coref_pipeline.files import atomic_directory, atomic_path, atomic_write_json
+from coref_pipeline.models.directory import CONFIG, TOKENIZER, ModelDirectoryError, read_model_type, read_stored_config
 
-
-class ModelDirectoryError(UserError, FileNotFoundError):
-    """A path that does not hold a model directory this version reads."""
+__all__ = [
+    "CONFIG",
+    "FORMAT_VERSION",
+    "WEIGHTS",
+    "ModelDirectoryError",
+    "PROVENANCE_KEYS",
+    "atomic_save_tensors",
+    "load_model_directory",
+    "read_model_type",
+    "save_model_directory",
+]
 
 
 FORMAT_VERSION = 2  # 2: span and pair scorers under span_scorer./pair_scorer. (1 is upgraded on load)
 WEIGHTS = "model.safetensors"
-CONFIG = "coref_config.json"
 
 
 def atomic_save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None) -> None:
     """A safetensors file, written atomically."""
     with atomic_path(path) as temporary:
         save_file({name: tensor.detach().contiguous().clone() for name, tensor in tensors.items()}, temporary, metadata)
-
-
-def read_model_type(directory: str | Path) -> str:
-    """``"baseline"`` or ``"incremental"``, from the directory's ``coref_config.json``."""
-    path = Path(directory) / CONFIG
-    if not path.is_file():
-        raise ModelDirectoryError(
-            f"{directory} is not a coref-pipeline model directory ({CONFIG} is missing): train one with "
-            f"`kedro run --pipelines=coref_train` (data/06_models/baseline) or `--pipelines=incremental_train`"
-        )
-    return json.loads(path.read_text(encoding="utf-8"))["model_type"]
 
 
 # Keys HF writes into a saved configuration that say how it was made, not what it is: the library's
@@ -71,8 +67,8 @@ def save_model_directory(
     with atomic_directory(directory) as folder:
         model.encoder.model.config.save_pretrained(folder / "encoder")
         _drop_provenance(folder / "encoder" / "config.json")
-        tokenizer.save_pretrained(folder / "tokenizer")
-        _drop_provenance(folder / "tokenizer" / "tokenizer_config.json")
+        tokenizer.save_pretrained(folder / TOKENIZER)
+        _drop_provenance(folder / TOKENIZER / "tokenizer_config.json")
         atomic_write_json(
             {"model_type": model_type, "model": model_config, "format_version": FORMAT_VERSION}, folder / CONFIG
         )
@@ -84,15 +80,15 @@ def load_model_directory(directory: str | Path) -> tuple[str, dict[str, Any], An
     from transformers import AutoConfig, AutoTokenizer
 
     directory = Path(directory)
-    model_type = read_model_type(directory)
-    stored = json.loads((directory / CONFIG).read_text(encoding="utf-8"))
+    stored = read_stored_config(directory)
+    model_type = stored["model_type"]
     version = stored.get("format_version")
     if version not in (1, FORMAT_VERSION):
         raise ModelDirectoryError(
             f"{directory}: unsupported model directory format {version!r} (this version reads 1 and 2)"
         )
     encoder_config = AutoConfig.from_pretrained(directory / "encoder")
-    tokenizer = AutoTokenizer.from_pretrained(directory / "tokenizer")
+    tokenizer = AutoTokenizer.from_pretrained(directory / TOKENIZER)
     state_dict = load_file(directory / WEIGHTS)
     if version == 1:
         from coref_pipeline.models.scorers import upgrade_version_1_names

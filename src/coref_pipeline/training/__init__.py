@@ -6,7 +6,13 @@ The entry points a user, the CLI, a benchmark and the Kedro nodes call::
     from coref_pipeline.training import train_baseline, train_incremental
 """
 
-from coref_pipeline.training.baseline import baseline_from, baseline_recipe, build_baseline, train_baseline
+from coref_pipeline.training.baseline import (
+    baseline_from,
+    baseline_recipe,
+    build_baseline,
+    take_baseline,
+    train_baseline,
+)
 from coref_pipeline.training.incremental import (
     build_incremental,
     incremental_recipe,
@@ -27,6 +33,7 @@ __all__ = [
     "incremental_recipe",
     "incremental_settings",
     "seed_everything",
+    "take_baseline",
     "train_baseline",
     "train_incremental",
 ]

@@ -46,6 +46,27 @@ def baseline_from(directory: str | Path, config: BaselineConfig) -> CorefModel:
     return CorefModel("baseline", model, start.tokenizer)
 
 
+def take_baseline(directory: str | Path, corpus: SegmentedCorpus, run: Run) -> CorefModel:
+    """The baseline in ``directory`` as it is, without training (``coref_train.take_from``): a released model
+    imported with ``coref-pipeline import-tf-checkpoint``, or one trained elsewhere. The corpus must have been
+    segmented for it (else one line says how to re-segment); the run's DVCLive folder records where it came from
+    (no curves: nothing was trained)."""
+    taken = CorefModel.load(directory, device="cpu")
+    if taken.model_type != "baseline":
+        raise ConfigError(
+            f"coref_train.take_from {str(directory)!r} holds a {taken.model_type!r} model; it must be a baseline"
+        )
+    taken.corpus_documents(corpus, "dev")  # segmented for its tokenizer and length, or refused here
+    if run.log_params is not None:
+        from dvclive import Live
+
+        live = Live(dir=str(run.work_dir / "dvclive"), dvcyaml=False, save_dvc_exp=False, resume=False)
+        live.log_params({**run.log_params, "take_from": str(directory), **taken.config.to_dict()})
+        live.end()
+    logger.info("The baseline is the model in %s as it is (coref_train.take_from): not trained", directory)
+    return taken
+
+
 def baseline_recipe(trained: CorefModel, training: TrainingConfig, start: str = "") -> Recipe:
     """AdamW with warm-up and linear decay for the encoder, Adam with linear decay for the task;
     each training document cropped to ``max_training_sentences`` segments (the original's).
@@ -65,13 +86,20 @@ def train_baseline(
     training: TrainingConfig,
     run: Run,
     init_from: str | Path | None = None,
+    take_from: str | Path | None = None,
 ) -> CorefModel:
     """Build the baseline (or take the trained one in ``init_from``), check the corpus was segmented
     for it, train on train and select on dev.
 
     What ``kedro run --pipelines=coref_train`` runs. A killed run resumes from
-    ``run.work_dir``. Returns the best-on-dev model.
+    ``run.work_dir``. Returns the best-on-dev model. With ``take_from`` nothing is trained: the
+    model in that directory is the baseline (``take_baseline``).
     """
+    if take_from is not None:
+        if init_from is not None:
+            raise ConfigError("coref_train: init_from fine-tunes a model and take_from takes one as it is; set one")
+        with run.holding_work_dir():  # it writes the run's DVCLive record
+            return take_baseline(take_from, corpus, run)
     resolve_device(training.device)  # an absent device is named before the encoder is loaded
     if init_from is None:  # another tokenizer's documents are refused before the encoder is loaded, offline
         corpus.check_before_loading(config.tokenizer_name, config.segment_length, "the model")

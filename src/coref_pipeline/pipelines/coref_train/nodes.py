@@ -21,7 +21,7 @@ def train(
     remove_singletons: bool,
 ) -> CorefModel:
     """Fine-tune the chosen preset (or the model in ``init_from``) on train, select on dev; a killed run
-    resumes from ``work_dir``."""
+    resumes from ``work_dir``. With ``take_from`` the model in that directory is the baseline, untrained."""
     parameters = CorefTrainParameters.from_dict(params)
     model, training = parameters.settings()
     corpus = SegmentedCorpus(segmented, segmentation)
@@ -33,4 +33,4 @@ def train(
         log_params={"preset": parameters.preset},
         work_dir_parameter="coref_train.work_dir",
     )
-    return train_baseline(corpus, model, training, run, parameters.init_from)
+    return train_baseline(corpus, model, training, run, parameters.init_from, parameters.take_from)

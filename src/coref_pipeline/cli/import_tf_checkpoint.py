@@ -1,0 +1,42 @@
+"""``coref-pipeline import-tf-checkpoint``: a released TensorFlow model of the original as a model directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from coref_pipeline.cli import CommandError
+
+DESCRIPTION = (
+    "A TensorFlow checkpoint of the original BERT coreference model (Joshi et al.'s released bert_base, "
+    "spanbert_base, bert_large, spanbert_large, or one trained with their code) as a baseline model directory. "
+    "CHECKPOINT_DIR holds model.max.ckpt.index and .data-00000-of-00001 (or the checkpoint its 'checkpoint' file "
+    "names), bert_config.json, vocab.txt and experiments.conf. OUT_MODEL_DIR: a new directory (or a model "
+    "directory to replace), written whole or not at all; CorefModel.load, predict, evaluate, coref_train "
+    "(init_from, take_from) and so incremental_train read it. TensorFlow is not needed."
+)
+
+
+@click.command("import-tf-checkpoint", short_help="a released TF model as a model directory", help=DESCRIPTION)
+@click.argument("checkpoint_dir")
+@click.argument("out_model_dir")
+@click.option(
+    "--preset",
+    help="the experiments.conf entry the checkpoint was trained with (default: the one named as CHECKPOINT_DIR, "
+    "e.g. spanbert_base)",
+)
+def import_tf_checkpoint(checkpoint_dir: str, out_model_dir: str, preset: str | None) -> None:
+    from coref_pipeline.models.directory import TOKENIZER
+    from coref_pipeline.tf_import import TFImportError
+    from coref_pipeline.tf_import import import_tf_checkpoint as run_import
+
+    try:
+        summary = run_import(checkpoint_dir, out_model_dir, preset)
+    except (TFImportError, OSError) as error:
+        raise CommandError(error) from None
+    click.echo(f"Wrote {out_model_dir}: {summary.describe()}.")
+    click.echo(
+        f"Segment text for it with its own tokenizer: coref-pipeline minimize INPUT.conll OUTPUT.jsonlines "
+        f"--tokenizer {Path(out_model_dir) / TOKENIZER} --seg-len {summary.segment_length}"
+    )

@@ -119,9 +119,12 @@ def test_incremental_train_starts_from_the_taken_model(imported_tiny_coref, tmp_
                            released_conll("dev"), False)  # fmt: skip
     params = {
         "work_dir": str(tmp_path / "incremental"),
-        "model": {"dropout_rate": 0.0},
-        "training": {"seed": 13, "max_steps": 2, "eval_frequency": 2, "report_frequency": 1, "checkpoint_frequency": 2},
-    }
+        "preset": "short",
+        "presets": {
+            "short": {"dropout_rate": 0.0, "seed": 13, "max_steps": 2, "eval_frequency": 2, "report_frequency": 1,
+                      "checkpoint_frequency": 2},
+        },
+    }  # fmt: skip
     model = incremental_train(baseline, segmented, record, params, released_conll("dev"), False)
     assert model.model_type == "incremental"
     for key in SHARED_ARCHITECTURE_KEYS:
@@ -174,7 +177,7 @@ def test_the_released_model_through_kedro(imported_tiny_coref, tmp_path):
     assert json.loads((reporting / "coref_train_dev_metrics.json").read_text()) == json.loads(
         (reporting / "metrics_baseline_dev.json").read_text()
     )
-    steps = "incremental_train.training.max_steps=2,incremental_train.training.eval_frequency=2"
+    steps = "incremental_train.overrides.max_steps=2,incremental_train.overrides.eval_frequency=2"
     run("-m", "kedro", "run", "--pipelines=incremental_train", "--params", steps)
     assert (
         json.loads((root / "data" / "06_models" / "incremental" / "coref_config.json").read_text())["model"][

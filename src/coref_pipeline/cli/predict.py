@@ -48,7 +48,7 @@ DESCRIPTION = (
     "--min-coarse-score",
     type=float,
     help="baseline: antecedents whose coarse score is at most this are not scored by the fine FFNN "
-    "(default: the model's setting, none); 0 is about 3x fewer fine pairs on LitBank at the same F1",
+    "(default: the model's setting, none); fewer fine pairs is faster (docs/benchmarks.md measures the trade-off)",
 )
 @click.option(
     "--device",

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 import shlex
 import shutil
@@ -480,7 +481,7 @@ def test_the_site_builds_strictly(tmp_path):
         capture_output=True,
         text=True,
         timeout=600,
-        env={**__import__("os").environ, "NO_MKDOCS_2_WARNING": "1"},
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "site" / "index.html").is_file()

@@ -163,14 +163,12 @@ def test_span_representations_for_each_predicted_mention(models):
 
 MEMORY_SCRIPT = textwrap.dedent(
     """
-    import json, os, random, sys, threading, time
+    import json, random, sys, threading, time
     from coref_pipeline import CorefModel
-
-    PAGE_MB = os.sysconf("SC_PAGE_SIZE") / 2**20
+    from coref_pipeline.devices import resident_bytes
 
     def resident_mb():
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * PAGE_MB
+        return resident_bytes() / 2**20
 
     class PeakResident:
         # The largest resident set seen while the block runs, sampled every millisecond:

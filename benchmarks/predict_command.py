@@ -42,7 +42,10 @@ def host() -> str:
 def coref_pipeline(*args: str) -> float:
     """Seconds the command took, as a new process."""
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "coref_pipeline", *args], check=True, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "coref_pipeline", *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+        sys.exit(f"coref-pipeline {args[0]} failed (exit {done.returncode}): {last}")
     return time.perf_counter() - started
 
 
@@ -62,10 +65,13 @@ def main() -> None:
     args = parser.parse_args()
     if not (LITBANK / "test.conll").is_file():
         sys.exit(f"shared LitBank corpus not found at {LITBANK}")
-    from coref_pipeline.models.directory import segments_read_by
+    from coref_pipeline.models.directory import ModelDirectoryError, segments_read_by
 
+    try:
+        tokenizer, length = segments_read_by(args.baseline_dir)
+    except ModelDirectoryError as error:
+        sys.exit(f"--baseline-dir: {error}")
     args.work_dir.mkdir(parents=True, exist_ok=True)
-    tokenizer, length = segments_read_by(args.baseline_dir)
     test = args.work_dir / "test.jsonlines"
     coref_pipeline(
         "minimize", "--tokenizer", tokenizer, "--seg-len", str(length), str(LITBANK / "test.conll"), str(test)

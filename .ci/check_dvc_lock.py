@@ -25,7 +25,10 @@ def _is_tracked(path: str, tracked: set[str]) -> bool:
 
 def stale_entries(root: Path) -> dict[str, list[str]]:
     """Stage -> the git-tracked deps and outs whose content differs from dvc.lock (or the stage is not locked)."""
-    result = subprocess.run(["dvc", "status", "--json"], cwd=root, capture_output=True, text=True)
+    try:
+        result = subprocess.run(["dvc", "status", "--json"], cwd=root, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise SystemExit("dvc is not installed here: install the project first (pip install -e .)") from None
     if result.returncode != 0:
         raise SystemExit(f"dvc status failed: {result.stderr.strip()}")
     status = json.loads(result.stdout.strip().splitlines()[-1]) if result.stdout.strip() else {}

@@ -55,3 +55,13 @@ def test_a_stale_lock_fails_with_the_stage_and_the_command(tmp_path):
     (tmp_path / "params.yaml").write_text("step:\n  size: 2\n")  # a parameter changed
     stale = run(check, tmp_path, check=False)
     assert stale.returncode == 1 and "params.yaml" in stale.stderr
+
+
+def test_without_dvc_installed_it_says_to_install_the_project(tmp_path):
+    empty_bin = tmp_path / "bin"
+    empty_bin.mkdir()
+    env = {**os.environ, "PATH": str(empty_bin)}  # git and dvc are not on it
+    result = subprocess.run([sys.executable, str(CHECK)], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert result.returncode == 1
+    [line] = result.stderr.strip().splitlines()
+    assert "dvc is not installed" in line and "pip install -e ." in line

@@ -212,11 +212,10 @@ def plot_inference_tradeoff(inference: dict[str, dict[str, float]], out: Path) -
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(6, 4))
-    for name, point in inference.items():
+    for index, (name, point) in enumerate(inference.items()):
         axis.scatter(point["ratio"], point["test_conll_f1"])
-        axis.annotate(
-            name, (point["ratio"], point["test_conll_f1"]), fontsize=8, xytext=(4, 4), textcoords="offset points"
-        )
+        offset = (4, 4 if index % 2 == 0 else -12)  # neighbouring settings' labels above and below their points
+        axis.annotate(name, (point["ratio"], point["test_conll_f1"]), fontsize=8, xytext=offset, textcoords="offset points")
     axis.axvline(2.0, linestyle="--", color="grey", label="goal: 2x the encoder")
     axis.set(
         title="LitBank test: inference cost and F1", xlabel="inference time / encoder time", ylabel="test CoNLL F1"

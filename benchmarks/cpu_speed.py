@@ -1,6 +1,6 @@
 """Training-step and prediction speed on this CPU, with and without keeping freed host memory.
 
-Run: python benchmarks/cpu_speed.py [--steps 12] [--precision bf16-mixed] [--rounds 2]
+Run: python benchmarks/cpu_speed.py [--steps 12] [--precision auto] [--rounds 2]
 
 Each measurement runs in its own process, once with the allocator setting of
 ``coref_pipeline.devices.keep_host_memory`` (the default) and once with
@@ -13,7 +13,8 @@ depend on the trained values, only on the sizes):
   ffnn 1000, 50 antecedents, all spans), as ``benchmarks/baseline.py`` measures it;
 * ``predict``: the 10 test documents' full prediction time against the encoder's
   own forward time on the same documents (``word_boundary_spans``, as the LitBank
-  benchmark model), at ``--precision``, for each ``--antecedents`` count.
+  benchmark model), at ``--precision`` (``auto``, the default: as a run decides it on this
+  CPU), for each ``--antecedents`` count.
 
 Figures go to stdout and ``data/benchmarks/cpu_speed.json``.
 """
@@ -61,7 +62,7 @@ def measure(kind: str, keep: bool, args: argparse.Namespace, antecedents: int) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=12, help="training steps timed (after 3 warm-up steps)")
-    parser.add_argument("--precision", default="bf16-mixed", choices=["32", "bf16-mixed"])
+    parser.add_argument("--precision", default="auto", choices=["auto", "32", "bf16-mixed"])
     parser.add_argument("--antecedents", default="50", help="max_top_antecedents for predict (comma-separated)")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--child", choices=["train", "predict"], help=argparse.SUPPRESS)
@@ -72,7 +73,12 @@ def main() -> None:
     if not (ROOT.parent / "shared" / "corpora" / "litbank" / "train.conll").is_file():
         sys.exit("shared LitBank corpus not found at ../shared/corpora/litbank")
 
-    results: dict[str, dict] = {"precision": args.precision}
+    import torch
+
+    from coref_pipeline.devices import resolve_precision
+
+    precision = resolve_precision(args.precision, torch.device("cpu"))
+    results: dict[str, object] = {"precision": precision}
     jobs = [("train", 50)] + [("predict", int(c)) for c in args.antecedents.split(",")]
     for kind, antecedents in jobs:
         name = kind if kind == "train" else f"predict, {antecedents} antecedents"
@@ -83,7 +89,7 @@ def main() -> None:
         figure = "seconds_per_document" if kind == "train" else "predict_seconds"
         medians = {setting: statistics.median(run[figure] for run in values) for setting, values in runs.items()}
         results[name] = {"runs": runs, "median_" + figure: medians, "speed_up": medians["default"] / medians["kept"]}
-        line = f"{name} ({args.precision}): {figure} {medians['kept']:.3f} kept vs {medians['default']:.3f} default"
+        line = f"{name} ({precision}): {figure} {medians['kept']:.3f} kept vs {medians['default']:.3f} default"
         line += f" = {medians['default'] / medians['kept']:.2f}x"
         if kind == "predict":
             ratios = {s: statistics.median(run["ratio"] for run in values) for s, values in runs.items()}

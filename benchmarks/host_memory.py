@@ -4,7 +4,7 @@ Run: python benchmarks/host_memory.py [--steps 60] [--eval-every 10]
 
 Two processes, one with ``COREF_PIPELINE_KEEP_HOST_MEMORY`` unset (the default: kept on a
 machine with 16 GiB or more, within its bound) and one with it at ``0``. Each trains the
-``cpu_minilm`` preset (bf16, word-boundary spans, as the LitBank benchmark) on the shared
+``cpu_minilm`` preset as it is (``precision: auto``, word-boundary spans) on the shared
 LitBank train documents for ``--steps`` steps, with a dev prediction of 4 full documents
 every ``--eval-every`` steps (whose blocks have other sizes than a step's), and prints
 seconds per step (after 3 warm-up steps), the resident memory every 5 steps and the peak.
@@ -31,7 +31,7 @@ def child(steps: int, eval_every: int) -> dict[str, object]:
 
     from coref_pipeline import devices
 
-    model_config, training = cpu_minilm_settings({"word_boundary_spans": True, "precision": "bf16-mixed"})
+    model_config, training = cpu_minilm_settings({})
     corpus = segmented_litbank(model_config.tokenizer_name, model_config.max_segment_len)
     dev_documents = corpus.documents("dev", model_config.max_segment_len)[:4]
     dev_tensors, resident = [], []
@@ -49,6 +49,7 @@ def child(steps: int, eval_every: int) -> dict[str, object]:
 
     measured = timed_training_steps(corpus, model_config, training, steps, after_step)[3:]  # after warm-up
     return {
+        "precision": devices.resolve_precision(training.precision, torch.device("cpu")),
         "kept": devices.keep_host_memory(),  # already set by build_baseline; says whether it is
         "seconds_per_step": sum(measured) / len(measured),
         "resident_mb_every_5_steps": resident,
@@ -83,7 +84,8 @@ def main() -> None:
         result = json.loads(done.stdout.strip().splitlines()[-1])
         name = "unset (default)" if setting is None else setting
         print(
-            f"COREF_PIPELINE_KEEP_HOST_MEMORY={name}: kept {result['kept']}, {result['seconds_per_step']:.3f} s/step, "
+            f"COREF_PIPELINE_KEEP_HOST_MEMORY={name}: kept {result['kept']}, {result['precision']}, "
+            f"{result['seconds_per_step']:.3f} s/step, "
             f"resident MB every 5 steps {result['resident_mb_every_5_steps']}, peak {result['peak_resident_mb']} MB",
             flush=True,
         )

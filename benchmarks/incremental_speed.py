@@ -1,10 +1,11 @@
 """Where the incremental model's time goes, per LitBank document, with and without batch_per_segment.
 
-Run: python benchmarks/incremental_speed.py [--documents 5] [--baseline-dir DIR] [--set key=value ...]
-       [--batch-modes true,false] [--precisions 32,bf16-mixed]
+Run: python benchmarks/incremental_speed.py [--documents 5] [--baseline-dir DIR] [--preset NAME]
+       [--set key=value ...] [--batch-modes true,false] [--precisions 32,bf16-mixed]
 
-The model is initialised from the baseline benchmark's best model (as benchmarks/incremental.py
-does; speed does not depend on training). For the first ``--documents`` LitBank train
+The model is the ``--preset``'s (default: the ``incremental_train`` preset the parameter file
+names), with ``--set`` model keys over it, initialised from the baseline benchmark's best model (as
+benchmarks/incremental.py does; speed does not depend on training). For the first ``--documents`` LitBank train
 documents, segmented at the baseline's length, with the encoder's outputs computed once
 beforehand (a frozen encoder's outputs are cached in training):
 
@@ -28,9 +29,12 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import torch
+import yaml
 
 from coref_pipeline.inference import CorefModel
+from coref_pipeline.models.config import IncrementalConfig, resolve_preset
 from coref_pipeline.training import build_incremental, incremental_settings, seed_everything
+from coref_pipeline.training.loop import decide_for_corpus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from baseline import ROOT, parse_overrides, parse_value, segmented_litbank  # noqa: E402
@@ -85,6 +89,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--documents", type=int, default=5)
     parser.add_argument("--baseline-dir", type=Path, default=BASELINE)
+    parser.add_argument("--preset", help="the incremental_train preset (default: the one the parameter file names)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="incremental model key")
     parser.add_argument("--batch-modes", default="true,false", help="batch_per_segment values to time")
     parser.add_argument("--precisions", default="32", help="comma-separated: 32, bf16-mixed")
@@ -93,9 +98,13 @@ def main() -> None:
         sys.exit(f"no baseline model at {args.baseline_dir}: run benchmarks/baseline.py first")
     torch.set_grad_enabled(True)
     baseline = CorefModel.load(args.baseline_dir)
-    values = parse_overrides(args.set)
+    params = yaml.safe_load((ROOT / "conf/base/parameters_incremental_train.yml").read_text())["incremental_train"]
+    preset_name = args.preset or params["preset"]
+    preset = resolve_preset(params["presets"], preset_name, "incremental_train preset")
+    values = {**{k: v for k, v in preset.items() if k in IncrementalConfig.keys()}, **parse_overrides(args.set)}
     config, _ = incremental_settings(baseline, values)
     corpus = segmented_litbank(config.tokenizer_name, config.max_segment_len)
+    values["mention_loss_coef"] = decide_for_corpus(config, corpus).mention_loss_coef  # auto: as a run decides it
     documents = corpus.documents("train", config.segment_length)[: args.documents]
     results: dict[str, dict[str, float]] = {}
     per_document: dict[str, list[dict[str, float]]] = {}
@@ -121,7 +130,7 @@ def main() -> None:
     subtokens = [tensors.num_tokens for tensors, _ in encoded]
     print(
         f"{len(documents)} LitBank train documents, {min(subtokens)}-{max(subtokens)} subtokens; "
-        f"model keys: {values or 'defaults'}; median seconds per document"
+        f"the {preset_name!r} preset with {parse_overrides(args.set) or 'no --set'}; median seconds per document"
     )
     print(f"{'batch_per_segment':<32} {'inference':>10} {'train forward':>14} {'train backward':>15}")
     for name, figures in results.items():
@@ -136,7 +145,8 @@ def main() -> None:
             f"training step {step_seconds(figures) / step_seconds(results[reference]):.2f}x"
         )
     OUTPUT.parent.mkdir(parents=True, exist_ok=True)
-    OUTPUT.write_text(json.dumps({"model": values, "median": results, "documents": per_document}, indent=2) + "\n")
+    record = {"preset": preset_name, "model": values, "median": results, "documents": per_document}
+    OUTPUT.write_text(json.dumps(record, indent=2) + "\n")
 
 
 if __name__ == "__main__":

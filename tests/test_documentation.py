@@ -485,3 +485,9 @@ def test_the_site_builds_strictly(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert (tmp_path / "site" / "index.html").is_file()
+
+
+def test_the_benchmarks_page_has_no_figure_waiting_for_a_run():
+    benchmarks = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
+    waiting = re.findall(r"<!--\s*(?:RERUN|FIGURE)\b[^>]*-->", benchmarks)
+    assert not waiting, f"docs/benchmarks.md has figures not measured at the current code: {waiting}"

@@ -219,7 +219,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=45.0, help="training-time budget")
     parser.add_argument("--baseline-dir", type=Path, default=BASELINE)
-    parser.add_argument("--preset", default="recommended", help="the incremental_train preset (default: the default)")
+    parser.add_argument("--preset", help="the incremental_train preset (default: the one the parameter file names)")
     parser.add_argument("--seed", type=int, help="the run's seed (default: the preset's)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="model or training key")
     parser.add_argument("--work-dir", type=Path, default=WORK)
@@ -238,7 +238,7 @@ def main() -> None:
         sys.exit(f"no baseline model at {args.baseline_dir}: run benchmarks/baseline.py first")
 
     params = yaml.safe_load((ROOT / "conf/base/parameters_incremental_train.yml").read_text())["incremental_train"]
-    preset = resolve_preset(params["presets"], args.preset, "incremental_train preset")
+    preset = resolve_preset(params["presets"], args.preset or params["preset"], "incremental_train preset")
     overrides = {"seed": args.seed, **parse_overrides(args.set)} if args.seed is not None else parse_overrides(args.set)
     model_values = {
         **{k: v for k, v in preset.items() if k in IncrementalConfig.keys()},

@@ -41,6 +41,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from coref_pipeline.config_base import ConfigError
 from coref_pipeline.evaluation.predictions import score_predictions, summary_metrics
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import INCREMENTAL_SCORES, IncrementalConfig, TrainingConfig, resolve_preset
@@ -238,7 +239,10 @@ def main() -> None:
         sys.exit(f"no baseline model at {args.baseline_dir}: run benchmarks/baseline.py first")
 
     params = yaml.safe_load((ROOT / "conf/base/parameters_incremental_train.yml").read_text())["incremental_train"]
-    preset = resolve_preset(params["presets"], args.preset or params["preset"], "incremental_train preset")
+    try:
+        preset = resolve_preset(params["presets"], args.preset or params["preset"], "incremental_train preset")
+    except ConfigError as error:
+        sys.exit(str(error))
     overrides = {"seed": args.seed, **parse_overrides(args.set)} if args.seed is not None else parse_overrides(args.set)
     model_values = {
         **{k: v for k, v in preset.items() if k in IncrementalConfig.keys()},

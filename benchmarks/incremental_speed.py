@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from coref_pipeline.config_base import ConfigError
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import IncrementalConfig, resolve_preset
 from coref_pipeline.training import build_incremental, incremental_settings, seed_everything
@@ -100,7 +101,10 @@ def main() -> None:
     baseline = CorefModel.load(args.baseline_dir)
     params = yaml.safe_load((ROOT / "conf/base/parameters_incremental_train.yml").read_text())["incremental_train"]
     preset_name = args.preset or params["preset"]
-    preset = resolve_preset(params["presets"], preset_name, "incremental_train preset")
+    try:
+        preset = resolve_preset(params["presets"], preset_name, "incremental_train preset")
+    except ConfigError as error:
+        sys.exit(str(error))
     values = {**{k: v for k, v in preset.items() if k in IncrementalConfig.keys()}, **parse_overrides(args.set)}
     config, _ = incremental_settings(baseline, values)
     corpus = segmented_litbank(config.tokenizer_name, config.max_segment_len)

@@ -215,7 +215,9 @@ def plot_inference_tradeoff(inference: dict[str, dict[str, float]], out: Path) -
     for index, (name, point) in enumerate(inference.items()):
         axis.scatter(point["ratio"], point["test_conll_f1"])
         offset = (4, 4 if index % 2 == 0 else -12)  # neighbouring settings' labels above and below their points
-        axis.annotate(name, (point["ratio"], point["test_conll_f1"]), fontsize=8, xytext=offset, textcoords="offset points")
+        axis.annotate(
+            name, (point["ratio"], point["test_conll_f1"]), fontsize=8, xytext=offset, textcoords="offset points"
+        )
     axis.axvline(2.0, linestyle="--", color="grey", label="goal: 2x the encoder")
     axis.set(
         title="LitBank test: inference cost and F1", xlabel="inference time / encoder time", ylabel="test CoNLL F1"

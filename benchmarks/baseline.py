@@ -36,12 +36,13 @@ from pathlib import Path
 import torch
 import yaml
 
+from coref_pipeline.config_base import ConfigError
 from coref_pipeline.conll import ConllFile
 from coref_pipeline.corpus import SegmentedCorpus, preprocess_corpus, segment_corpus
 from coref_pipeline.devices import resolve_precision
 from coref_pipeline.evaluation.predictions import score_predictions
 from coref_pipeline.inference import CorefModel
-from coref_pipeline.models.config import BaselineConfig, TrainingConfig, baseline_settings
+from coref_pipeline.models.config import BaselineConfig, TrainingConfig, baseline_settings, resolve_preset
 from coref_pipeline.models.document import random_crop
 from coref_pipeline.training import Run, build_baseline, seed_everything, train_baseline
 from coref_pipeline.training.engine import Engine
@@ -118,6 +119,17 @@ def preset_settings(preset: str, overrides: dict[str, object]) -> tuple[Baseline
     """The committed ``preset`` (conf/base/parameters_coref_train.yml) with ``overrides``: model and training settings."""
     presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
     return baseline_settings(presets, preset, overrides)
+
+
+def incremental_preset(name: str | None) -> tuple[str, dict[str, object]]:
+    """The committed ``incremental_train`` preset ``name`` (None: the one the parameter file names) and its
+    resolved keys; an unknown name ends the program in one line naming the presets."""
+    params = yaml.safe_load((ROOT / "conf/base/parameters_incremental_train.yml").read_text())["incremental_train"]
+    name = name or params["preset"]
+    try:
+        return name, resolve_preset(params["presets"], name, "incremental_train preset")
+    except ConfigError as error:
+        sys.exit(str(error))
 
 
 def cpu_minilm_settings(overrides: dict[str, object]) -> tuple[BaselineConfig, TrainingConfig]:

@@ -39,12 +39,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-import yaml
 
-from coref_pipeline.config_base import ConfigError
 from coref_pipeline.evaluation.predictions import score_predictions, summary_metrics
 from coref_pipeline.inference import CorefModel
-from coref_pipeline.models.config import INCREMENTAL_SCORES, IncrementalConfig, TrainingConfig, resolve_preset
+from coref_pipeline.models.config import INCREMENTAL_SCORES, IncrementalConfig, TrainingConfig
 from coref_pipeline.models.document import random_crop
 from coref_pipeline.training import (
     Run,
@@ -58,7 +56,7 @@ from coref_pipeline.training.engine import Engine, rank_seed, shard
 from coref_pipeline.training.loop import configure_encoder_for_training, decide_for_corpus, training_step
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baseline import LITBANK, ROOT, parse_overrides, segmented_litbank  # noqa: E402
+from baseline import LITBANK, ROOT, incremental_preset, parse_overrides, segmented_litbank  # noqa: E402
 
 WORK = ROOT / "data" / "benchmarks" / "incremental_litbank"
 BASELINE = ROOT / "data" / "benchmarks" / "baseline_litbank" / "run" / "best"
@@ -238,11 +236,7 @@ def main() -> None:
     if not (args.baseline_dir / "coref_config.json").is_file():
         sys.exit(f"no baseline model at {args.baseline_dir}: run benchmarks/baseline.py first")
 
-    params = yaml.safe_load((ROOT / "conf/base/parameters_incremental_train.yml").read_text())["incremental_train"]
-    try:
-        preset = resolve_preset(params["presets"], args.preset or params["preset"], "incremental_train preset")
-    except ConfigError as error:
-        sys.exit(str(error))
+    _, preset = incremental_preset(args.preset)
     overrides = {"seed": args.seed, **parse_overrides(args.set)} if args.seed is not None else parse_overrides(args.set)
     model_values = {
         **{k: v for k, v in preset.items() if k in IncrementalConfig.keys()},

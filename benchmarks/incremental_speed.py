@@ -29,16 +29,14 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 import torch
-import yaml
 
-from coref_pipeline.config_base import ConfigError
 from coref_pipeline.inference import CorefModel
-from coref_pipeline.models.config import IncrementalConfig, resolve_preset
+from coref_pipeline.models.config import IncrementalConfig
 from coref_pipeline.training import build_incremental, incremental_settings, seed_everything
 from coref_pipeline.training.loop import decide_for_corpus
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baseline import ROOT, parse_overrides, parse_value, segmented_litbank  # noqa: E402
+from baseline import ROOT, incremental_preset, parse_overrides, parse_value, segmented_litbank  # noqa: E402
 
 BASELINE = ROOT / "data" / "benchmarks" / "baseline_litbank" / "run" / "best"
 OUTPUT = ROOT / "data" / "benchmarks" / "incremental_speed.json"
@@ -99,12 +97,7 @@ def main() -> None:
         sys.exit(f"no baseline model at {args.baseline_dir}: run benchmarks/baseline.py first")
     torch.set_grad_enabled(True)
     baseline = CorefModel.load(args.baseline_dir)
-    params = yaml.safe_load((ROOT / "conf/base/parameters_incremental_train.yml").read_text())["incremental_train"]
-    preset_name = args.preset or params["preset"]
-    try:
-        preset = resolve_preset(params["presets"], preset_name, "incremental_train preset")
-    except ConfigError as error:
-        sys.exit(str(error))
+    preset_name, preset = incremental_preset(args.preset)
     values = {**{k: v for k, v in preset.items() if k in IncrementalConfig.keys()}, **parse_overrides(args.set)}
     config, _ = incremental_settings(baseline, values)
     corpus = segmented_litbank(config.tokenizer_name, config.max_segment_len)

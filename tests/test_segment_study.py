@@ -141,9 +141,12 @@ def test_grid_commands_queue_one_experiment_per_training_length():
     assert "parameters_incremental_train.yml:++incremental_train.overrides.segment_sentences=null" in first
     assert "parameters_incremental_train.yml:++incremental_train.overrides.max_segment_len=512 " in second
     assert "parameters_incremental_train.yml:++incremental_train.overrides.segment_sentences=5" in second
-    assert first.endswith("-S params.yaml:x=1")
+    # Each row is its trained model, not the starting point a short budget failed to beat on dev.
+    assert "parameters_incremental_train.yml:++incremental_train.overrides.eval_on_start=false" in first
+    assert first.endswith("-S params.yaml:x=1")  # the user's settings come last: they override
     baseline = " ".join(grid_commands("baseline", [256], [256], 384)[0])
     assert "conf/base/parameters_coref_train.yml:++coref_train.overrides.max_segment_len=256" in baseline
+    assert "conf/base/parameters_coref_train.yml:++coref_train.overrides.eval_on_start=false" in baseline
     with pytest.raises(ValueError, match="segment length"):
         grid_commands("incremental", ["5 sentences"], [128], 384)
 

@@ -93,7 +93,8 @@ def grid_commands(
     """One ``dvc exp run --queue`` command per training length (``extra``: more ``-S`` settings).
 
     Every experiment segments the corpus at every length (and the baseline's), so that
-    the shared stages are the same in each and DVC's run cache restores them.
+    the shared stages are the same in each and DVC's run cache restores them, and keeps the
+    model its training reached (``eval_on_start: false``), not its starting point.
     """
     if model not in MODEL_PARAMS:
         raise ValueError(f"model must be one of {sorted(MODEL_PARAMS)}, got {model!r}")
@@ -110,6 +111,9 @@ def grid_commands(
             "-S", f"{EVALUATE_PARAMS}={_yaml_list(read)}",
             "-S", f"{params_file}:++{prefix}.max_segment_len={length.subtokens}",  # ++: set, or add if absent
             "-S", f"{params_file}:++{prefix}.segment_sentences={sentences}",
+            # Each row is the model trained at its length: with eval_on_start, a short budget that does
+            # not beat the starting point on dev would keep the starting model, the same in every row.
+            "-S", f"{params_file}:++{prefix}.eval_on_start=false",
         ]  # fmt: skip
         for setting in extra:
             command += ["-S", setting]

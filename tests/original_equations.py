@@ -10,8 +10,8 @@ bilinear ``src_projection(g_i) . g_j`` and the distance prior over ``bucket_dist
 fine FFNN over [g_i; g_j; g_i * g_j; same speaker; genre; distance bucket; segment distance]
 and the higher-order gate ``f``. Evaluation mode: no dropout. Computed in float64.
 
-One deliberate difference from the original, this project's (README): candidate spans never
-contain [CLS] or [SEP]; the original allowed them where a sentence's id runs onto them.
+Candidate spans are enumerated from the sentence map alone, as ``independent.py`` does: where
+``minimize.py``'s map runs a sentence's id onto ``[CLS]`` or ``[SEP]``, spans cover them.
 """
 
 from __future__ import annotations
@@ -135,18 +135,16 @@ def original_forward(
     sequence, pooled = bert(input_ids, input_mask, params, bert_config)
     mention_doc = sequence[input_mask.astype(bool)]  # [n, hidden]: flatten_emb_by_sentence
     num_words = mention_doc.shape[0]
-    flat_tokens = [token for segment in segments for token in segment]
-    special = np.array([token in ("[CLS]", "[SEP]") for token in flat_tokens])
     word_segments = np.repeat(np.arange(len(segments)), [len(segment) for segment in segments])
     sentence_map = np.asarray(document["sentence_map"])
 
-    # Candidates: width <= max_span_width inside one sentence (and, here, without [CLS]/[SEP]).
+    # Candidates: width <= max_span_width inside one sentence (of the sentence map, [CLS]/[SEP] included).
     width = conf["max_span_width"]
     starts, ends = [], []
     for start in range(num_words):
         for offset in range(width):
             end = start + offset
-            if end < num_words and sentence_map[start] == sentence_map[end] and not special[start : end + 1].any():
+            if end < num_words and sentence_map[start] == sentence_map[end]:
                 starts.append(start)
                 ends.append(end)
     starts, ends = np.array(starts), np.array(ends)

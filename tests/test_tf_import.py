@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -13,7 +14,10 @@ import torch
 from pyhocon import ConfigFactory
 
 from coref_pipeline import tf_import
+from coref_pipeline.conll import SCORER_READING, parse_conll_lines
+from coref_pipeline.evaluation.predictions import word_clusters
 from coref_pipeline.inference import CorefModel
+from coref_pipeline.models.baseline import predicted_clusters
 from coref_pipeline.text import split_text
 from coref_pipeline.tf_checkpoint import TensorBundle
 from coref_pipeline.tf_import import (
@@ -192,6 +196,8 @@ def test_the_configuration_is_the_experiments_and_the_tokenizer_is_the_cased_voc
         assert getattr(config, key) == conf[key], key
     assert list(config.genres) == list(conf["genres"]) and config.default_genre == "bc"  # the original's genre 0
     assert config.encoder == "tf-checkpoint:tiny_coref" and config.tokenizer == str(imported_tiny_coref / "tokenizer")
+    # the original's candidate rule, recorded in the directory so that the model predicts the same wherever it loads
+    assert json.loads((imported_tiny_coref / "coref_config.json").read_text())["model"]["special_token_spans"] is True
     assert (
         model.model.encoder.model.config.hidden_act == "gelu"
         and model.model.encoder.model.config.layer_norm_eps == 1e-12
@@ -365,3 +371,102 @@ def test_a_released_model_is_its_presets_architecture_but_for_the_default_genre(
     preset = baseline_settings(params["presets"], name)[0].to_dict()
     differing = {key for key in (*SHARED_ARCHITECTURE_KEYS, "max_segment_len") if imported[key] != preset[key]}
     assert differing == {"default_genre"} and (imported["default_genre"], preset["default_genre"]) == ("bc", "nw")
+
+
+# The original code itself (independent.py's graph, its ExtractSpans kernel, bert/modeling.py, minimize.py and
+# conll.output_conll), run once by TensorFlow on the fixture checkpoint (write_tf_checkpoint.py --original).
+ORIGINAL_RUN = TINY_CHECKPOINT.parent / "tiny_coref_original"
+
+
+def original_run(name: str) -> dict:
+    return json.loads((ORIGINAL_RUN / name).read_text())
+
+
+def original_document() -> dict:
+    """The fixture document as the original's minimize.py segmented it (four segments, one inside a sentence)."""
+    return json.loads((ORIGINAL_RUN / "document.jsonlines").read_text())
+
+
+def mismatches_with_the_original(model: CorefModel, outputs: dict, order: bool) -> list[str]:
+    """What differs between the model's outputs on the original's document and the original graph's
+    ``outputs``: spans, antecedents (in order where ``order``, else as sets), predicted antecedents and
+    clusters exactly, scores and the loss to ``TOLERANCE``."""
+    tensors = model.tensorize(original_document())
+    with torch.no_grad():
+        output = model.model.eval()(tensors, with_loss=True)
+    found = []
+    candidates = list(zip(output.candidate_starts.tolist(), output.candidate_ends.tolist(), strict=True))
+    if candidates != list(zip(outputs["candidate_starts"], outputs["candidate_ends"], strict=True)):
+        return [f"candidate spans: {len(candidates)} here, {len(outputs['candidate_starts'])} in the original"]
+    mention = (output.candidate_mention_scores - torch.tensor(outputs["candidate_mention_scores"])).abs().max()
+    if not mention < TOLERANCE:
+        found.append(f"candidate mention scores differ by {float(mention):.2g}")
+    kept = list(zip(output.top_span_starts.tolist(), output.top_span_ends.tolist(), strict=True))
+    if kept != list(zip(outputs["top_span_starts"], outputs["top_span_ends"], strict=True)):
+        return [*found, f"kept spans: {kept} here, {list(zip(outputs['top_span_starts'], outputs['top_span_ends']))}"]
+    antecedents = output.top_antecedents.tolist()
+    expected = outputs["top_antecedents"]
+    same = antecedents == expected if order else [sorted(row) for row in antecedents] == [sorted(r) for r in expected]
+    if not same:
+        return [*found, f"antecedents: {antecedents} here, {expected} in the original"]
+    # each antecedent's score, by antecedent (the column order differs where order is not compared); -inf alike
+    ours = {(i, j): s for i, row in enumerate(antecedents) for j, s in zip(row, output.top_antecedent_scores[i, 1:])}
+    theirs = {(i, j): s for i, row in enumerate(expected) for j, s in zip(row, outputs["top_antecedent_scores"][i][1:])}
+    difference = max(0.0 if s == theirs[p] else abs(float(s) - theirs[p]) for p, s in ours.items())
+    if not difference < TOLERANCE:
+        found.append(f"antecedent scores differ by {difference:.2g}")
+    if not abs(float(output.loss) - outputs["loss"]) < TOLERANCE * max(1.0, abs(outputs["loss"])):
+        found.append(f"loss {float(output.loss)} here, {outputs['loss']} in the original")
+    best = output.top_antecedent_scores.argmax(dim=1) - 1
+    predicted = [-1 if b < 0 else antecedents[i][b] for i, b in enumerate(best.tolist())]
+    if predicted != outputs["predicted_antecedents"]:
+        found.append(f"predicted antecedents: {predicted} here, {outputs['predicted_antecedents']} in the original")
+    clusters = predicted_clusters(output.top_span_starts, output.top_span_ends, output.top_antecedents,
+                                  output.top_antecedent_scores)  # fmt: skip
+    if [[list(span) for span in cluster] for cluster in clusters] != outputs["predicted_clusters"]:
+        found.append(f"clusters: {clusters} here, {outputs['predicted_clusters']} in the original")
+    return found
+
+
+@pytest.mark.parametrize(("outputs", "order"), [("outputs.json", False), ("outputs_every_antecedent.json", True)])
+def test_the_imported_model_predicts_what_the_original_graph_predicts(imported_tiny_coref, outputs, order):
+    """Against the original's own outputs: with 5 antecedents of 20 kept spans TensorFlow's unsorted top_k leaves
+    them in its heap's order (another on a GPU), so they are compared as sets there; with every earlier span
+    kept top_k sorts them (equal scores by index), and so does the model."""
+    original = original_run(outputs)
+    model = CorefModel.load(imported_tiny_coref, max_top_antecedents=original["max_top_antecedents"])
+    assert model.config.special_token_spans
+    assert mismatches_with_the_original(model, original, order) == []
+    # the document exercises the rule: candidates over [CLS] and [SEP], and predicted mentions over them
+    document = original_document()
+    tokens = [token for segment in document["sentences"] for token in segment]
+    spans = zip(original["candidate_starts"], original["candidate_ends"], strict=True)
+    covered = {tokens[t] for s, e in spans for t in range(s, e + 1)}
+    assert {"[CLS]", "[SEP]"} <= covered
+    assert any(tokens[s] == "[CLS]" for cluster in original["predicted_clusters"] for s, _ in cluster)
+
+
+def test_this_projects_candidate_rule_does_not_predict_what_the_original_does(imported_tiny_coref):
+    """The mutation: the import under the rule of models trained here (no span over [CLS]/[SEP]) fails the check."""
+    model = CorefModel.load(imported_tiny_coref)
+    model.model.config = dataclasses.replace(model.model.config, special_token_spans=False)
+    found = mismatches_with_the_original(model, original_run("outputs.json"), order=False)
+    assert found == ["candidate spans: 132 here, 167 in the original"]  # 35 spans over [CLS]/[SEP] fewer
+
+
+def test_predicted_clusters_map_to_words_as_the_originals_output_conll(imported_tiny_coref):
+    """Spans over [CLS]/[SEP] become word spans through subtoken_map, as the original's conll.output_conll writes
+    them: the response file's mentions, a repeated word span once (first wins, as the reference scorer keeps it)."""
+    model = CorefModel.load(imported_tiny_coref)
+    predicted = model.predict_jsonlines(original_document())
+    response = (ORIGINAL_RUN / "response.v4_gold_conll").read_text()
+    [written] = parse_conll_lines(response.splitlines(), "response", **SCORER_READING)
+    seen, expected = set(), []
+    for cluster in written.clusters:
+        kept = [tuple(span) for span in cluster if tuple(span) not in seen and not seen.add(tuple(span))]
+        if kept:
+            expected.append(kept)
+    assert [sorted(tuple(span) for span in cluster) for cluster in word_clusters(predicted)] == [
+        sorted(cluster) for cluster in expected
+    ]
+    assert (0, 0) in expected[0] and (9, 10) in expected[0]  # [CLS] alone, and [CLS] with the word after it

@@ -264,6 +264,7 @@ def original_config(experiments: Path, experiment: str, tokenizer_path: str) -> 
         values["tokenizer"] = tokenizer_path
     genres = values.get("genres") or list(BaselineConfig().genres)
     values["default_genre"] = genres[0]
+    values["special_token_spans"] = True  # the original's candidate rule, so that it predicts what the original does
     try:
         config = BaselineConfig.from_dict(values)
     except ConfigError as error:

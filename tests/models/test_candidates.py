@@ -1,4 +1,4 @@
-"""No candidate span of either model covers [CLS], [SEP] or padding."""
+"""No candidate span of either model covers [CLS], [SEP] or padding, unless the original's rule is asked for."""
 
 from __future__ import annotations
 
@@ -58,8 +58,8 @@ def test_no_incremental_candidate_covers_a_special_token(word_boundary_spans, mo
     seen: list[tuple[slice, torch.Tensor, torch.Tensor]] = []
     original = DocumentTensors.candidate_spans
 
-    def recording(self, max_span_width, word_boundaries, window=slice(None)):
-        starts, ends = original(self, max_span_width, word_boundaries, window)
+    def recording(self, max_span_width, word_boundaries, window=slice(None), special_tokens=False):
+        starts, ends = original(self, max_span_width, word_boundaries, window, special_tokens)
         seen.append((window, starts, ends))
         return starts, ends
 
@@ -79,3 +79,19 @@ def test_no_incremental_candidate_covers_a_special_token(word_boundary_spans, mo
         assert_no_special_token_inside(
             token_ids, torch.tensor([s for s, _ in spans]), torch.tensor([e for _, e in spans])
         )
+
+
+def test_with_the_originals_rule_the_sentence_map_alone_decides():
+    """``special_token_spans``: every span of at most max_span_width inside one sentence id of the map, as
+    ``independent.py`` enumerates them, so spans over [CLS] and [SEP] (and across a segment boundary) too."""
+    config = tiny_config(special_token_spans=True)
+    model = BaselineCorefModel(config, tiny_encoder()).eval()
+    document = tiny_tensors(make_document(num_segments=3), config)
+    with torch.no_grad():
+        output = model(document)
+    sentence_map, n, width = document.sentence_map.tolist(), document.num_tokens, config.max_span_width
+    expected = [(s, e) for s in range(n) for e in range(s, min(n, s + width)) if sentence_map[s] == sentence_map[e]]
+    assert list(zip(output.candidate_starts.tolist(), output.candidate_ends.tolist(), strict=True)) == expected
+    token_ids, cls = flat_token_ids(document), VOCAB.index("[CLS]")
+    assert any(token_ids[s] == cls and s > 0 for s, e in expected if e > s)  # from [CLS] on, in a later segment
+    assert any(cls in token_ids[s + 1 : e + 1] for s, e in expected)  # over a segment boundary

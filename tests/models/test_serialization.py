@@ -54,3 +54,26 @@ def test_a_save_that_fails_leaves_the_earlier_directory_whole(tmp_path, monkeypa
         )
     assert contents(directory) == before
     assert sorted(path.name for path in tmp_path.iterdir()) == ["model"]  # no temporary folder left
+
+
+def test_the_candidate_rule_is_recorded_and_a_directory_written_before_it_loads_with_this_projects(tmp_path):
+    """A model built here records ``special_token_spans: false``; a directory without the key (written before it
+    existed) loads with that rule, and predicts what it predicted: no candidate over [CLS]/[SEP]."""
+    from .tiny import make_document
+
+    model = tiny_model()
+    model.save(tmp_path / "model")
+    path = tmp_path / "model" / "coref_config.json"
+    saved = json.loads(path.read_text())
+    assert saved["model"]["special_token_spans"] is False
+    del saved["model"]["special_token_spans"]
+    path.write_text(json.dumps(saved))
+    earlier = CorefModel.load(tmp_path / "model")
+    assert earlier.config.special_token_spans is False and earlier.config == model.config
+    document = make_document(num_segments=3)
+    tensors = earlier.tensorize(document)
+    output = earlier.model.eval()(tensors, with_loss=False)
+    spans = zip(output.candidate_starts.tolist(), output.candidate_ends.tolist(), strict=True)
+    assert output.candidate_starts.numel() and not any(tensors.special[s : e + 1].any() for s, e in spans)
+    predicted = earlier.predict_jsonlines(document)["predicted_clusters"]
+    assert predicted == model.predict_jsonlines(document)["predicted_clusters"]

@@ -19,7 +19,7 @@ from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.layers import Dropout, init_weights
 from coref_pipeline.models.scorers import NUM_DISTANCE_BUCKETS, PairScorer, SpanScorer, compute_dtype
-from coref_pipeline.models.spans import bucket_distance, gold_mention_loss, span_cluster_ids
+from coref_pipeline.models.spans import bucket_distance, gold_mention_loss, span_cluster_ids, top_k_in_order
 
 
 @dataclass
@@ -87,7 +87,8 @@ class BaselineCorefModel(nn.Module):
         c = min(self.config.max_top_antecedents, k)
         positions = torch.arange(k, device=coarse.device)  # [k]
         if self.config.coarse_to_fine:
-            top_scores, antecedents = torch.topk(coarse, c, dim=1, sorted=False)  # [k, c]
+            antecedents = top_k_in_order(coarse, c)  # [k, c]
+            top_scores = coarse.gather(1, antecedents)
         else:  # distance pruning: the c closest preceding spans
             antecedents = (positions.unsqueeze(1) - 1 - positions[:c].unsqueeze(0)).clamp(min=0)
             top_scores = coarse.gather(1, antecedents)
@@ -163,7 +164,9 @@ class BaselineCorefModel(nn.Module):
         config = self.config
         hidden = self.encoder(document.input_ids, document.attention_mask)  # [n, H]
         num_tokens = hidden.shape[0]
-        starts, ends = document.candidate_spans(config.max_span_width, config.word_boundary_spans)
+        starts, ends = document.candidate_spans(
+            config.max_span_width, config.word_boundary_spans, special_tokens=config.special_token_spans
+        )
         k = min(config.max_num_extracted_spans, int(num_tokens * config.top_span_ratio), starts.shape[0])
         k = max(k, 1) if starts.shape[0] else 0
         candidate_loss = bool(config.mention_loss_coef) and config.mention_loss_spans == "candidates"

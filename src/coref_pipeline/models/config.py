@@ -70,6 +70,9 @@ class SpanModelConfig(Config):
     max_training_sentences: int = 3  # segments per training crop; rows of the segment-distance embedding
     max_span_width: int = 30
     word_boundary_spans: bool = False
+    # The candidate rule: false, no candidate span covers [CLS] or [SEP] (this project's); true, the original's
+    # (independent.py): spans over them wherever the sentence map allows. import-tf-checkpoint writes true.
+    special_token_spans: bool = False
     feature_size: int = 20
     model_heads: bool = True
     ffnn_size: int = 3000
@@ -109,8 +112,11 @@ class SpanModelConfig(Config):
 
 # How long a model's segments are: its own choice, not its baseline's (the segment-length study).
 SEGMENT_LENGTH_KEYS = ("max_segment_len", "segment_sentences")
+# Keys a model may set apart from the model it starts from: the segments it reads, its candidate rule (an
+# imported original's is the original's; a model fine-tuned from it takes its preset's unless told).
+OWN_CHOICE_KEYS = (*SEGMENT_LENGTH_KEYS, "special_token_spans")
 # Keys that fix the shapes of the weights the incremental model takes from the baseline.
-SHARED_ARCHITECTURE_KEYS = tuple(key for key in SpanModelConfig.keys() if key not in SEGMENT_LENGTH_KEYS)
+SHARED_ARCHITECTURE_KEYS = tuple(key for key in SpanModelConfig.keys() if key not in OWN_CHOICE_KEYS)
 
 
 @dataclass(frozen=True)

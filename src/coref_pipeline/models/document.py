@@ -27,7 +27,7 @@ class DocumentTensors:
     speaker_ids: torch.Tensor  # [n] long
     sentence_map: torch.Tensor  # [n] long
     segment_of_token: torch.Tensor  # [n] long
-    special: torch.Tensor  # [n] bool: [CLS]/[SEP], which no candidate span may contain
+    special: torch.Tensor  # [n] bool: [CLS]/[SEP], which no candidate span contains unless special_token_spans
     word_start: torch.Tensor  # [n] bool: first subtoken of a word (never [CLS]/[SEP])
     word_end: torch.Tensor  # [n] bool: last subtoken of a word (never [CLS]/[SEP])
     genre: int
@@ -46,13 +46,14 @@ class DocumentTensors:
         return replace(self, **moved)
 
     def candidate_spans(
-        self, max_span_width: int, word_boundaries: bool, window: slice = slice(None)
+        self, max_span_width: int, word_boundaries: bool, window: slice = slice(None), special_tokens: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Candidate spans of the tokens in ``window`` (indices local to it), never over [CLS]/[SEP]."""
+        """Candidate spans of the tokens in ``window`` (indices local to it): never over [CLS]/[SEP], or, with
+        ``special_tokens`` (the original's rule), over them wherever the sentence map allows."""
         return candidate_spans(
             self.sentence_map[window],
             max_span_width,
-            self.special[window],
+            None if special_tokens else self.special[window],
             self.word_start[window] if word_boundaries else None,
             self.word_end[window] if word_boundaries else None,
         )

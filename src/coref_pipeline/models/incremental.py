@@ -739,7 +739,9 @@ class IncrementalCorefModel(nn.Module):
         config = self.config
         length = hidden.shape[0]
         window = slice(offset, offset + length)
-        starts, ends = document.candidate_spans(config.max_span_width, config.word_boundary_spans, window)
+        starts, ends = document.candidate_spans(
+            config.max_span_width, config.word_boundary_spans, window, config.special_token_spans
+        )
         if starts.numel() == 0:
             empty = torch.zeros(0, dtype=torch.long, device=hidden.device)
             return empty, empty, hidden.new_zeros(0, self.span_dim), hidden.new_zeros(0), None

@@ -17,6 +17,10 @@ def candidate_spans(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Every (start, end) with width <= ``max_span_width`` inside one sentence, sorted by (start, end).
 
+    Without a ``special`` mask this is the original's rule (``independent.py``): the sentence map alone
+    decides, and ``minimize.py``'s gives ``[CLS]`` the id of its segment's first sentence and ``[SEP]`` that
+    of the next word's sentence (the next sentence's where the segment ends one), so spans start at
+    ``[CLS]``, ``[SEP]`` is a span, and a span may run from ``[SEP]`` over the next ``[CLS]``.
     With a ``special`` mask ([CLS]/[SEP]) no span contains a special token. With
     ``word_start``/``word_end`` masks a span must also start on a word's first
     subtoken and end on a word's last.
@@ -33,6 +37,27 @@ def candidate_spans(
     if word_start is not None and word_end is not None:
         valid &= word_start[starts] & word_end[clipped_ends]
     return starts[valid], ends[valid]  # [num_candidates] each, row-major = sorted by (start, end)
+
+
+def top_k_in_order(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """Indices of each row's ``k`` highest scores, highest first, the lower index first among equal ones: ``[rows, k]``.
+
+    TensorFlow's ``top_k`` comparator (the original's antecedent pruning): which of equal scores are kept
+    at the cut is the lower index, as ``-inf`` (masked) antecedents often are; ``torch.topk`` leaves both
+    to the kernel. Costs one ``topk`` and a few passes over ``scores``, not a sort of every row.
+    """
+    rows = scores.shape[0]
+    if rows == 0 or k == 0:
+        return torch.zeros(rows, k, dtype=torch.long, device=scores.device)
+    scores = scores.detach().nan_to_num(nan=float("-inf"))  # a NaN ranks last (and rows keep k each)
+    threshold = torch.topk(scores, k, dim=1).values[:, -1:]  # [rows, 1]: the k-th highest
+    above = scores > threshold  # [rows, n]
+    at = scores == threshold  # [rows, n]
+    room = k - above.sum(dim=1, keepdim=True)  # [rows, 1]: how many equal to it are kept, lowest index first
+    kept = above | (at & (at.cumsum(dim=1) <= room))  # [rows, n], k per row
+    indices = kept.nonzero()[:, 1].view(rows, k)  # [rows, k], ascending
+    order = torch.sort(scores.gather(1, indices), dim=1, descending=True, stable=True).indices  # [rows, k]
+    return indices.gather(1, order)
 
 
 def bucket_distance(distances: torch.Tensor) -> torch.Tensor:

@@ -319,6 +319,7 @@ def test_fewer_antecedents_at_inference_score_the_top_coarse_ones_as_the_full_mo
     from coref_pipeline.models.config import ConfigError
 
     from .models.tiny import tiny_config, tiny_encoder, tiny_hf_tokenizer
+    from .tolerances import ffnn_terms, reordered
 
     config = tiny_config(max_segment_len=32, coref_depth=1)
     CorefModel("baseline", BaselineCorefModel(config, tiny_encoder(seed=3)), tiny_hf_tokenizer()).save(tmp_path / "b")
@@ -329,6 +330,9 @@ def test_fewer_antecedents_at_inference_score_the_top_coarse_ones_as_the_full_mo
     few_output = few._forward_for_inference(few.tensorize(document))
     assert torch.equal(few_output.top_span_starts, full_output.top_span_starts)  # the same kept spans
     assert few_output.top_antecedents.shape[1] == 2 < full_output.top_antecedents.shape[1]
+    # The fine FFNN over [k, 2] pairs or [k, c]: GEMMs of other shapes, so its sums in other roundings.
+    terms = ffnn_terms(full.model.pair_scorer.slow_antecedent_scores)
+    scale = float(full_output.top_antecedent_scores[torch.isfinite(full_output.top_antecedent_scores)].abs().max())
     checked = 0
     for span in range(full_output.top_antecedents.shape[0]):
         real = full_output.top_antecedent_mask[span]
@@ -343,7 +347,7 @@ def test_fewer_antecedents_at_inference_score_the_top_coarse_ones_as_the_full_mo
         kept = few_output.top_antecedents[span][kept_mask].tolist()
         assert len(kept) == min(2, len(full_scores))
         for antecedent, score in zip(kept, few_output.top_antecedent_scores[span, 1:][kept_mask].tolist(), strict=True):
-            assert score == pytest.approx(full_scores[antecedent], abs=1e-5)
+            assert score == pytest.approx(full_scores[antecedent], rel=reordered(terms), abs=reordered(terms) * scale)
             checked += 1
     assert checked > 10
     _, incremental_dir = save_tiny_models(tmp_path / "tiny")

@@ -403,15 +403,23 @@ def mismatches_with_the_original(model: CorefModel, outputs: dict, order: bool) 
         found.append(f"candidate mention scores differ by {float(mention):.2g}")
     kept = list(zip(output.top_span_starts.tolist(), output.top_span_ends.tolist(), strict=True))
     if kept != list(zip(outputs["top_span_starts"], outputs["top_span_ends"], strict=True)):
-        return [*found, f"kept spans: {kept} here, {list(zip(outputs['top_span_starts'], outputs['top_span_ends']))}"]
+        return [*found, f"kept spans: {kept} here, other ones in the original"]
     antecedents = output.top_antecedents.tolist()
     expected = outputs["top_antecedents"]
     same = antecedents == expected if order else [sorted(row) for row in antecedents] == [sorted(r) for r in expected]
     if not same:
         return [*found, f"antecedents: {antecedents} here, {expected} in the original"]
     # each antecedent's score, by antecedent (the column order differs where order is not compared); -inf alike
-    ours = {(i, j): s for i, row in enumerate(antecedents) for j, s in zip(row, output.top_antecedent_scores[i, 1:])}
-    theirs = {(i, j): s for i, row in enumerate(expected) for j, s in zip(row, outputs["top_antecedent_scores"][i][1:])}
+    ours = {
+        (i, j): s
+        for i, row in enumerate(antecedents)
+        for j, s in zip(row, output.top_antecedent_scores[i, 1:], strict=True)
+    }
+    theirs = {
+        (i, j): s
+        for i, row in enumerate(expected)
+        for j, s in zip(row, outputs["top_antecedent_scores"][i][1:], strict=True)
+    }
     difference = max(0.0 if s == theirs[p] else abs(float(s) - theirs[p]) for p, s in ours.items())
     if not difference < TOLERANCE:
         found.append(f"antecedent scores differ by {difference:.2g}")

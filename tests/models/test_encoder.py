@@ -23,8 +23,8 @@ def encoder_gradients(checkpointing: bool) -> dict[str, torch.Tensor]:
 def test_gradient_checkpointing_gives_the_same_gradients():
     plain, checkpointed = encoder_gradients(False), encoder_gradients(True)
     assert plain.keys() == checkpointed.keys() and len(plain) > 10
-    for name in plain:
-        torch.testing.assert_close(checkpointed[name], plain[name], rtol=1e-5, atol=1e-6, msg=name)
+    for name in plain:  # the recomputed forward is the same kernels on the same shapes: the same roundings
+        assert torch.equal(checkpointed[name], plain[name]), name
     encoder = tiny_encoder(seed=3)
     encoder.enable_gradient_checkpointing()
     assert encoder.is_checkpointing and not tiny_encoder(seed=3).is_checkpointing

@@ -11,7 +11,8 @@ from coref_pipeline.models.incremental import IncrementalCorefModel
 from coref_pipeline.models.scorers import PairScorer
 from coref_pipeline.models.spans import candidate_spans
 
-from .tiny import tiny_config, tiny_encoder
+from ..tolerances import assert_gradients_reordered_close, assert_reordered_close, is_softmax_shift
+from .tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
 
 
 def test_the_pair_scorers_first_layer_parts_are_cast_once_under_autocast_with_the_same_scores_and_gradients():
@@ -63,15 +64,17 @@ def test_top_spans_in_training_scores_the_kept_spans_again_with_the_candidates_d
     (whole, whole_hidden, whole_gradients), (split, split_hidden, split_gradients) = found[True], found[False]
     assert whole.candidate_scores.requires_grad and not split.candidate_scores.requires_grad
     assert torch.equal(whole.kept, split.kept) and whole.kept.numel() == 12
-    torch.testing.assert_close(split.candidate_scores, whole.candidate_scores.detach())
-    # The kept spans' scores from g against the rearranged candidate form: the tolerance of
-    # test_rearranged_mention_scores_equal_the_direct_ones (another summation order).
-    torch.testing.assert_close(split.scores, whole.scores, rtol=1e-4, atol=1e-5)
-    torch.testing.assert_close(split.embeddings, whole.embeddings)
-    torch.testing.assert_close(split_hidden, whole_hidden, rtol=1e-4, atol=1e-5)
-    assert split_gradients.keys() == whole_gradients.keys() and "mention_scores.hidden.0.weight" in split_gradients
-    for name, gradient in whole_gradients.items():
-        torch.testing.assert_close(split_gradients[name], gradient, rtol=1e-4, atol=1e-5, msg=name)
+    # The same function on the same shapes, with and without a graph: the same roundings.
+    assert torch.equal(split.candidate_scores, whole.candidate_scores.detach())
+    assert torch.equal(split.embeddings, whole.embeddings)
+    # The kept spans scored from g against the rearranged candidate form: the mention FFNN's first layer sums
+    # its span_dim inputs in other groups, then its hidden layers; the backward pass sums over the kept spans
+    # in one form and over every candidate in the other.
+    terms = scorer.span_dim + depth * scorer.config.ffnn_size + starts.numel()
+    assert_reordered_close(split.scores, whole.scores, terms)
+    assert_reordered_close(split_hidden, whole_hidden, terms)
+    assert "mention_scores.hidden.0.weight" in split_gradients
+    assert_gradients_reordered_close(split_gradients, whole_gradients, terms)
     # The masks matter: without dropout the kept spans score otherwise.
     with torch.no_grad():
         undropped = scorer.eval().top_spans(hidden_values, starts, ends, 12, candidate_gradients=False)
@@ -106,11 +109,13 @@ def test_fixed_columns_split_the_product_gemm_with_the_same_scores_and_parameter
         gradients = {name: p.grad.clone() for name, p in scorer.named_parameters() if p.grad is not None}
         found[fixed] = (scores.detach(), learned.grad.clone(), gradients)
     (scores, learned_grad, gradients), (split_scores, split_learned_grad, split_gradients) = found[0], found[64]
-    torch.testing.assert_close(split_scores, scores)
-    torch.testing.assert_close(split_learned_grad, learned_grad)
-    assert split_gradients.keys() == gradients.keys() and "slow_antecedent_scores.hidden.0.weight" in gradients
-    for name, gradient in gradients.items():
-        torch.testing.assert_close(split_gradients[name], gradient, msg=name)
+    # The split GEMM sums the first layer's inputs in two groups: its input width, then the output layer.
+    first = scorer.slow_antecedent_scores.hidden[0]
+    terms = first.in_features + first.out_features
+    assert_reordered_close(split_scores, scores, terms)
+    assert_reordered_close(split_learned_grad, learned_grad, terms)
+    assert "slow_antecedent_scores.hidden.0.weight" in gradients
+    assert_gradients_reordered_close(split_gradients, gradients, terms)
 
 
 @pytest.mark.parametrize(
@@ -127,3 +132,52 @@ def test_the_incremental_model_fixes_the_columns_of_a_frozen_encoder_no_learned_
     config = IncrementalConfig.from_baseline(baseline, values)
     model = IncrementalCorefModel(config, tiny_encoder(seed=1))
     assert model.pair_scorer.fixed_columns == fixed
+
+
+def float64_losses(model: torch.nn.Module, document) -> list[float]:
+    """The model's training losses on ``document`` in float64, each backpropagated (dropout 0: no draw)."""
+    losses = []
+    for loss in model.training_losses(document):
+        loss.backward()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+@pytest.mark.parametrize("model_type", ["baseline", "incremental"])
+def test_only_the_softmax_shifts_have_a_zero_exact_gradient_and_their_values_change_nothing(model_type):
+    """What lets the tolerances (tests/tolerances.py) compare SOFTMAX_SHIFTS by what they mean, not to the bit.
+
+    In float64 (eps 2.2e-16) the gradient of each is rounding noise, where every other trained parameter's
+    is of the order of the loss's; and the losses are the same with each shifted by 1. Another bias, shifted
+    alike, changes them: the comparison can tell."""
+    torch.manual_seed(0)
+    config = tiny_config(dropout_rate=0.0)
+    document = tiny_tensors(make_document(num_segments=3), config)
+    if model_type == "baseline":
+        model = BaselineCorefModel(config, tiny_encoder(seed=1, dropout=0.0))
+    else:
+        incremental = IncrementalConfig.from_baseline(config, {"dropout_rate": 0.0, "finetune_encoder": True})
+        model = IncrementalCorefModel(incremental, tiny_encoder(seed=1, dropout=0.0))
+    model = model.double().train()
+    losses = float64_losses(model, document)
+    # The losses sum a few thousand products (pairs of spans, layer widths): 1e4 * eps64 of their scale.
+    gradients = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    rounding = 1e4 * torch.finfo(torch.float64).eps * max(float(g.abs().max()) for g in gradients.values())
+    zero = sorted(name for name, gradient in gradients.items() if float(gradient.abs().max()) <= rounding)
+    assert zero == sorted(name for name in gradients if is_softmax_shift(name))
+    assert "span_scorer.mention_word_attn.bias" in zero and any("key.bias" in name for name in zero)
+
+    def shifted(names: list[str]) -> list[float]:
+        with torch.no_grad():
+            for name in names:
+                model.get_parameter(name).add_(1.0)
+        try:
+            return float64_losses(model, document)
+        finally:
+            with torch.no_grad():
+                for name in names:
+                    model.get_parameter(name).sub_(1.0)
+
+    loss_rounding = 1e4 * torch.finfo(torch.float64).eps
+    assert shifted(zero) == pytest.approx(losses, rel=loss_rounding)
+    assert shifted(["span_scorer.mention_scores.output.bias"]) != pytest.approx(losses, rel=1e-3)

@@ -4,6 +4,7 @@ rank's entry point when torchrun starts it (``python -m tests.training.distribut
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 from pathlib import Path
@@ -44,6 +45,15 @@ def tiny_incremental(finetune_encoder: bool) -> CorefModel:
     baseline = tiny_baseline(dropout=0.0)
     values = {"top_span_ratio": 0.8, "dropout_rate": 0.0, "threshold": 0.0, "finetune_encoder": finetune_encoder}
     return build_incremental(baseline, IncrementalConfig.from_baseline(baseline.config, values))
+
+
+def gradient_terms(trained: CorefModel) -> int:
+    """How many terms one gradient element of a step sums, at most, along its longest chain: a pair score's
+    input width (the pair FFNN's first layer), then the rows a weight's gradient sums, each kept span of a
+    document paired with every earlier one and the dummy, over the step's documents (one a rank)."""
+    longest = max(trained.tensorize(document).num_tokens for document in DOCUMENTS)
+    kept = math.ceil(trained.config.top_span_ratio * longest)
+    return trained.model.pair_scorer.slow_antecedent_scores.hidden[0].in_features + WORLD_SIZE * kept * (kept + 1) // 2
 
 
 def training_config(**overrides) -> TrainingConfig:

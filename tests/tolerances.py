@@ -1,0 +1,143 @@
+"""How far apart float32 results computed two ways may be: the tolerances the tests derive, in one place.
+
+A result computed twice by the same code on the same shapes, with the same kernels and thread count,
+is compared exactly: that is the same sequence of roundings. A result computed two ways (another process
+layout or thread count, one batch against one document at a time, other matrix shapes, which a GEMM
+blocks and splits differently, another kernel) is compared within what float32 guarantees for the sums
+whose order changed, and nothing looser:
+
+* ``reordered(terms)``: a sum of K float32 terms taken in another order differs by at most about
+  K * eps * sum(|term|) (Higham's gamma_K, with eps = 2 u, so a factor 2 to spare). Through a network the
+  relative errors of its reductions add up, so ``terms`` is the sum of the reduction lengths along the
+  longest chain (the input widths of the layers that changed order), and the terms' magnitude is taken
+  as the compared tensor's largest value (these tiny models' activations and scores are of order one).
+* ``adam_reach``: Adam normalises each gradient by its own running size, so a step moves a parameter by
+  about the learning rate whatever the gradient's size, and two computations of the same training agree
+  only to the relative error of their gradients times the distance the steps could go: ``adam_reach``
+  is that distance. A parameter whose exact gradient is zero (``SOFTMAX_SHIFTS``) has a computed gradient
+  of rounding noise alone, which Adam turns into full-size steps: its value is compared by what it means
+  (the function it cannot change, and the distance Adam could have taken it), never to the last bit.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import torch
+
+EPS = torch.finfo(torch.float32).eps  # 2^-23
+
+# Parameters whose exact gradient is zero: each adds one constant to every logit of a softmax, which is
+# invariant to it (tests/models/test_scorers.py checks both, in float64).
+SOFTMAX_SHIFTS = (
+    "mention_word_attn.bias",  # the head-word attention over a span's tokens
+    "attention.self.key.bias",  # self-attention: q . b_key is the same for every key a query attends to
+)
+
+
+def is_softmax_shift(name: str) -> bool:
+    return any(name.endswith(suffix) for suffix in SOFTMAX_SHIFTS)
+
+
+def reordered(terms: int) -> float:
+    """The relative difference two float32 computations of a sum of ``terms`` terms, in two orders, may have."""
+    return terms * EPS
+
+
+def ffnn_terms(ffnn: torch.nn.Module) -> int:
+    """The reduction lengths along an FFNN (``models.layers.FFNN``): each layer's input width, summed."""
+    return sum(layer.in_features for layer in [*ffnn.hidden, ffnn.output])
+
+
+def assert_reordered_close(actual: torch.Tensor, expected: torch.Tensor, terms: int, msg: str | None = None) -> None:
+    """``actual`` and ``expected`` (float32, computed two ways) agree to ``reordered(terms)`` of their scale.
+
+    The scale is the largest magnitude in ``expected`` (of its finite values; infinities must match)."""
+    finite = expected.detach()[torch.isfinite(expected.detach())]
+    scale = float(finite.abs().max()) if finite.numel() else 0.0
+    bound = reordered(terms)
+    torch.testing.assert_close(actual, expected, rtol=bound, atol=bound * scale, msg=msg)
+
+
+def assert_gradients_reordered_close(
+    actual: Mapping[str, torch.Tensor], expected: Mapping[str, torch.Tensor], terms: int
+) -> None:
+    """Parameter gradients computed two ways, each within ``reordered(terms)`` of its own largest element; a
+    softmax shift's (zero in exact arithmetic, so both are rounding noise) within that of the largest gradient
+    of all: its terms are the logits' gradients, which the other gradients sum too."""
+    assert actual.keys() == expected.keys()
+    largest = max(float(gradient.abs().max()) for gradient in expected.values())
+    for name, gradient in expected.items():
+        scale = largest if is_softmax_shift(name) else float(gradient.abs().max())
+        bound = reordered(terms)
+        torch.testing.assert_close(actual[name], gradient, rtol=bound, atol=bound * scale, msg=name)
+
+
+def adam_step_bound(step: int, betas: tuple[float, float]) -> float:
+    """The largest |m_hat| / sqrt(v_hat) Adam's ``step``-th update can have, over every gradient sequence.
+
+    m_hat = sum_i w_i g_i and v_hat = sum_i z_i g_i^2 with the bias-corrected weights w_i, z_i (each summing
+    to 1), so by Cauchy-Schwarz |m_hat| <= sqrt(sum_i w_i^2 / z_i) sqrt(v_hat): 1 at the first step, a
+    little over 1 at the next few (eps in the denominator only makes the update smaller).
+    """
+    beta1, beta2 = betas
+    total = 0.0
+    for i in range(1, step + 1):
+        w = (1 - beta1) * beta1 ** (step - i) / (1 - beta1**step)
+        z = (1 - beta2) * beta2 ** (step - i) / (1 - beta2**step)
+        total += w * w / z
+    return math.sqrt(total)
+
+
+def adam_reach(optimisers, steps: int, names: Mapping[torch.nn.Parameter, str]) -> dict[str, float]:
+    """How far ``steps`` steps of the run's Adam optimisers can move each of their parameters: the sum over the
+    steps of the rate the schedule gives it times ``adam_step_bound`` (weight decay aside: the comparisons
+    use it where both computations decay the same weights alike). ``optimisers`` is a ``training.optim.Optimisers``
+    as built (its schedules at step 0); ``names`` names the parameters."""
+    reach: dict[str, float] = {}
+    pairs = ((optimisers.encoder, optimisers.encoder_schedule), (optimisers.task, optimisers.task_schedule))
+    for optimiser, schedule in pairs:
+        if optimiser is None:
+            continue
+        for group, base, factor in zip(optimiser.param_groups, schedule.base_lrs, schedule.lr_lambdas, strict=True):
+            # The step t (from 1) takes the rate of the schedule's epoch t - 1.
+            distance = sum(base * factor(t - 1) * adam_step_bound(t, group["betas"]) for t in range(1, steps + 1))
+            for parameter in group["params"]:
+                reach[names[parameter]] = distance
+    return reach
+
+
+def assert_trained_alike(
+    actual: Mapping[str, torch.Tensor],
+    expected: Mapping[str, torch.Tensor],
+    start: Mapping[str, torch.Tensor],
+    reach: Mapping[str, float],
+    terms: int,
+    steps: int,
+) -> None:
+    """Weights trained from ``start`` by the same Adam steps on gradients computed two ways agree.
+
+    A parameter no optimiser holds (not in ``reach``: frozen, a buffer) is unchanged and compared exactly.
+    A trained one's gradients differ by ``reordered(terms)`` of their size, which changes each normalised
+    Adam update by at most twice that (m_hat and sqrt(v_hat) each move by it, to first order): the weights
+    differ by at most ``2 * reordered(terms) * reach``. A softmax shift (its exact gradient is zero) is
+    compared by what it means: the function is invariant to its value, and each run moved it at most Adam's
+    reach from its start (these biases take no weight decay), give or take the rounding of the ``steps`` steps
+    themselves: a few eps of each update (a square root, a division, two products), and half an eps of the
+    weight at each addition.
+    """
+    assert actual.keys() == expected.keys() == start.keys()
+    for name in expected:
+        if name not in reach:
+            assert torch.equal(actual[name], expected[name]), name
+            assert torch.equal(expected[name], start[name]), name
+        elif is_softmax_shift(name):
+            furthest = float(start[name].abs().max()) + reach[name]
+            bound = reach[name] * (1 + 4 * EPS) + steps * EPS / 2 * furthest
+            for weights in (actual, expected):
+                moved = float((weights[name] - start[name]).abs().max())
+                assert moved <= bound, f"{name} moved {moved:.3g} from its start; Adam reaches {bound:.3g}"
+        else:
+            bound = 2 * reordered(terms) * reach[name]
+            torch.testing.assert_close(actual[name], expected[name], rtol=0, atol=bound, msg=name)

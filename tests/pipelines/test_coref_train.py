@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from coref_pipeline.evaluation.report import EvaluateSettings, evaluate_predictions
@@ -72,6 +74,9 @@ def test_train_predict_and_score(encoder_dir, tmp_path):
     assert isinstance(model, CorefModel) and model.config.coref_depth == 2
     assert (tmp_path / "work" / "best" / "model.safetensors").is_file()
     assert (tmp_path / "work" / "dvclive" / "metrics.json").is_file()
+    # a model trained here records this project's candidate rule (import-tf-checkpoint writes the original's)
+    saved = json.loads((tmp_path / "work" / "best" / "coref_config.json").read_text())
+    assert saved["model"]["special_token_spans"] is False and model.config.special_token_spans is False
     predictions = predict_dev(model, segmented(), segmentation(str(encoder_dir)))
     assert [p["doc_key"] for p in predictions] == ["nw/dev0_0", "nw/dev1_0"]
     assert all("predicted_clusters" in p for p in predictions)

@@ -88,10 +88,9 @@ class BaselineCorefModel(nn.Module):
         positions = torch.arange(k, device=coarse.device)  # [k]
         if self.config.coarse_to_fine:
             antecedents = top_k_in_order(coarse, c)  # [k, c]
-            top_scores = coarse.gather(1, antecedents)
         else:  # distance pruning: the c closest preceding spans
             antecedents = (positions.unsqueeze(1) - 1 - positions[:c].unsqueeze(0)).clamp(min=0)
-            top_scores = coarse.gather(1, antecedents)
+        top_scores = coarse.gather(1, antecedents)  # [k, c]
         mask = antecedents < positions.unsqueeze(1)  # [k, c]
         top_scores = top_scores.masked_fill(~mask, float("-inf"))
         return antecedents, mask, top_scores

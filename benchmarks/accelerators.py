@@ -32,6 +32,7 @@ from baseline import (  # benchmarks/baseline.py: the same LitBank split
 )
 
 from coref_pipeline.corpus import SegmentedCorpus
+from coref_pipeline.models.config import FULL_HEAD
 from coref_pipeline.training import Run, train_baseline
 
 WORK = ROOT / "data" / "benchmarks" / "accelerators"
@@ -43,7 +44,9 @@ def final_state(work_dir: Path) -> dict:
 
 
 def train(corpus: SegmentedCorpus, name: str, overrides: dict) -> dict:
-    model_config, training = cpu_minilm_settings(overrides)
+    # the full head in every row, so that the rows differ by what they name only (ffnn_size / max_top_antecedents
+    # auto would take the smaller head in fp32)
+    model_config, training = cpu_minilm_settings({**FULL_HEAD, **overrides})
     work_dir = WORK / name
     started = time.perf_counter()
     train_baseline(corpus, model_config, training, Run(work_dir, remove_singletons=True, restart=True))

@@ -46,7 +46,12 @@ from coref_pipeline.models.config import BaselineConfig, TrainingConfig, baselin
 from coref_pipeline.models.document import random_crop
 from coref_pipeline.training import Run, build_baseline, seed_everything, train_baseline
 from coref_pipeline.training.engine import Engine
-from coref_pipeline.training.loop import configure_encoder_for_training, decide_for_corpus, training_step
+from coref_pipeline.training.loop import (
+    configure_encoder_for_training,
+    decide_for_corpus,
+    decide_for_run,
+    training_step,
+)
 from coref_pipeline.training.optim import build_optimisers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,7 +152,9 @@ def timed_training_steps(
     """Seconds of each of ``steps`` training steps (the one training step, on cropped train documents)
     from the pretrained encoder; ``after_step(step, model)`` runs after each, untimed."""
     seed_everything(training.seed)
+    training = replace(training, device="cpu")
     model_config = decide_for_corpus(model_config, corpus)  # mention_loss_coef: auto, as a run decides it
+    model_config, training = decide_for_run(model_config, training)  # precision and the head: auto
     trained = build_baseline(model_config)
     model = trained.model
     configure_encoder_for_training(model.encoder, training)
@@ -156,7 +163,7 @@ def timed_training_steps(
     task = [p for module in model.task_modules() for p in module.parameters()]
     optimisers = build_optimisers(model.encoder, task, training, 10_000)
     generator = torch.Generator().manual_seed(0)
-    engine = Engine(replace(training, device="cpu"))
+    engine = Engine(training)
     model.train()
     timings = []
     for step, document in enumerate(tensors, start=1):
@@ -172,6 +179,8 @@ def timed_training_steps(
 # The peer configuration (coref-hoi's and the original's CPU-comparable setting): segments of 384, crops of 3,
 # ffnn 1000, coref_depth 1, 50 antecedents, learning rates 2e-5 / 2e-4, every span, no mention loss.
 PEER_CONFIGURATION = {
+    "ffnn_size": 1000,
+    "max_top_antecedents": 50,
     "word_boundary_spans": False,
     "coref_depth": 1,
     "bert_learning_rate": 2.0e-5,

@@ -39,10 +39,12 @@ def child(kind: str, steps: int, precision: str, antecedents: int) -> dict[str, 
     from baseline import cpu_minilm_settings, inference_ratio, segmented_litbank, throughput
 
     from coref_pipeline.inference import CorefModel
+    from coref_pipeline.models.config import FULL_HEAD
     from coref_pipeline.training import build_baseline
     from coref_pipeline.training.loop import decide_for_corpus
 
-    model_config, _ = cpu_minilm_settings({"word_boundary_spans": True, "max_top_antecedents": antecedents})
+    overrides = {**FULL_HEAD, "word_boundary_spans": True, "max_top_antecedents": antecedents}
+    model_config, _ = cpu_minilm_settings(overrides)
     corpus = segmented_litbank(model_config.tokenizer_name, model_config.max_segment_len)
     if kind == "train":
         return throughput(corpus, steps, precision)

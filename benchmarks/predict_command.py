@@ -7,7 +7,7 @@ Run: python benchmarks/predict_command.py --baseline-dir DIR --incremental-dir D
    (the incremental model reads the same: its tokenizer is its baseline's).
 2. Runs ``coref-pipeline predict --model DIR test.jsonlines OUT`` for the baseline, then the
    incremental model, in turn, ``--rounds`` times, each a new process with the command's defaults
-   (``--precision auto``); times each whole command (start to exit) and scores each output with the
+   (``--precision auto``, or ``--precision``); times each whole command (start to exit) and scores each output with the
    test key without singletons (as the LitBank benchmarks score).
 3. Prints each round's seconds and the incremental / baseline ratio, and their median.
 
@@ -62,6 +62,9 @@ def main() -> None:
     parser.add_argument("--incremental-dir", type=Path, required=True)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--work-dir", type=Path, default=WORK)
+    parser.add_argument(
+        "--precision", default="auto", choices=["auto", "32", "bf16-mixed"], help="predict's --precision (its default)"
+    )
     args = parser.parse_args()
     if not (LITBANK / "test.conll").is_file():
         sys.exit(f"shared LitBank corpus not found at {LITBANK}")
@@ -80,7 +83,15 @@ def main() -> None:
     rounds = []
     for _ in range(args.rounds):
         seconds = {
-            name: coref_pipeline("predict", "--model", str(directory), str(test), str(args.work_dir / f"{name}.jsonl"))
+            name: coref_pipeline(
+                "predict",
+                "--model",
+                str(directory),
+                "--precision",
+                args.precision,
+                str(test),
+                str(args.work_dir / f"{name}.jsonl"),
+            )
             for name, directory in models.items()
         }
         rounds.append({**seconds, "ratio": seconds["incremental"] / seconds["baseline"]})
@@ -89,6 +100,7 @@ def main() -> None:
         )
     results = {
         "host": host(),
+        "precision": args.precision,
         "documents": sum(1 for line in test.read_text().splitlines() if line.strip()),
         "rounds": rounds,
         "median_ratio": statistics.median(r["ratio"] for r in rounds),

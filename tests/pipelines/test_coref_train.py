@@ -105,7 +105,9 @@ def test_settings_from_a_preset_with_overrides(encoder_dir, tmp_path):
         baseline_settings(params["presets"], "tiny", {"ffnn_sise": 7})
     with pytest.raises(ConfigError, match="unknown preset 'nope'"):
         baseline_settings(params["presets"], "nope")
-    with pytest.raises(ConfigError, match=r"model key 'ffnn_size': 'abc' is not an integer"):
+    with pytest.raises(ConfigError, match=r"model key 'feature_size': 'abc' is not an integer"):
+        baseline_settings(params["presets"], "tiny", {"feature_size": "abc"})
+    with pytest.raises(ConfigError, match=r"model key 'ffnn_size' must be at least 1, or auto, got 'abc'"):
         baseline_settings(params["presets"], "tiny", {"ffnn_size": "abc"})
     with pytest.raises(ConfigError, match=r"training key 'num_epochs': 'abc' is not an integer"):
         baseline_settings(params["presets"], "tiny", {"num_epochs": "abc"})
@@ -140,8 +142,12 @@ def test_the_committed_presets_resolve_to_the_originals():
         assert (model.max_segment_len, model.max_training_sentences) == (length, crop), name
         assert (training.bert_learning_rate, training.task_learning_rate) == (bert_lr, task_lr), name
         assert (model.ffnn_size, model.coref_depth, training.num_epochs) == (3000, 2, 20), name
+        # the original's antecedents, every one scored by the fine FFNN, whatever the host
+        assert (model.max_top_antecedents, model.min_coarse_score) == (50, None), name
     assert resolved["spanbert_large"][0].tokenizer_name == "bert-base-cased"
-    assert resolved["cpu_minilm"][0].encoder == "embedded:minilm" and resolved["cpu_minilm"][0].ffnn_size == 1000
+    minilm = resolved["cpu_minilm"][0]
+    assert minilm.encoder == "embedded:minilm"
+    assert (minilm.ffnn_size, minilm.max_top_antecedents, minilm.min_coarse_score) == ("auto", "auto", 0.0)
 
 
 def test_pipeline_wiring():

@@ -197,6 +197,12 @@ def test_init_from_loads_every_weight_and_refuses_another_architecture(tmp_path)
         baseline_from(baseline_dir, replace(saved.config, ffnn_size=7))
     with pytest.raises(ConfigError, match="holds a 'incremental' model; it must be a baseline"):
         baseline_from(incremental_dir, saved.config)
+    # ffnn_size / max_top_antecedents auto fine-tune the start with its own head, whatever the run computes in
+    auto = baseline_from(baseline_dir, replace(saved.config, ffnn_size="auto", max_top_antecedents="auto"))
+    assert (auto.config.ffnn_size, auto.config.max_top_antecedents) == (
+        saved.config.ffnn_size,
+        saved.config.max_top_antecedents,
+    )
 
 
 def test_the_encoder_trains_with_the_cpu_attention_and_is_saved_with_its_own(tmp_path):
@@ -236,3 +242,48 @@ def test_mention_loss_auto_follows_whether_the_training_corpus_annotates_singlet
     assert decided.mention_loss_coef == (AUTO_MENTION_LOSS_COEF if singletons else 0.0)
     assert "mention_loss_coef auto:" in caplog.text
     assert decide_for_corpus(replace(config, mention_loss_coef=0.25), corpus).mention_loss_coef == 0.25
+
+
+@pytest.mark.parametrize(
+    ("precision", "native", "head"),
+    [
+        ("32", None, "FP32_CPU_HEAD"),
+        ("auto", None, "FP32_CPU_HEAD"),  # a CPU without bf16 units: auto is fp32
+        ("auto", "a CPU with AMX", "FULL_HEAD"),
+        ("bf16-mixed", None, "FULL_HEAD"),
+    ],
+)
+def test_head_auto_is_the_smaller_head_in_fp32_on_a_cpu_and_the_full_one_elsewhere(
+    precision, native, head, monkeypatch, caplog
+):
+    from coref_pipeline import devices
+    from coref_pipeline.models import config as model_config
+    from coref_pipeline.models.config import BaselineConfig
+    from coref_pipeline.training.loop import decide_for_run
+
+    monkeypatch.setattr(devices, "native_bf16", lambda device: native)
+    config = BaselineConfig(max_segment_len=16, ffnn_size="auto", max_top_antecedents="auto")
+    with pytest.raises(ConfigError, match="ffnn_size: auto is decided by the run's precision and device"):
+        BaselineCorefModel(config, tiny_encoder(3))
+    with caplog.at_level("INFO", logger="coref_pipeline"):
+        decided, training = decide_for_run(config, TrainingConfig(device="cpu", precision=precision))
+    expected = getattr(model_config, head)
+    assert (decided.ffnn_size, decided.max_top_antecedents) == (expected["ffnn_size"], expected["max_top_antecedents"])
+    assert training.precision == ("bf16-mixed" if head == "FULL_HEAD" else "32")  # decided once, for the run
+    assert f"head auto: ffnn_size {expected['ffnn_size']}, max_top_antecedents {expected['max_top_antecedents']}" in (
+        caplog.text
+    )
+    assert caplog.text.count("precision auto:") == (precision == "auto")
+    # a number is kept, and each key is decided on its own
+    kept, _ = decide_for_run(replace(config, ffnn_size=77), TrainingConfig(device="cpu", precision=precision))
+    assert (kept.ffnn_size, kept.max_top_antecedents) == (77, expected["max_top_antecedents"])
+
+
+def test_head_auto_is_refused_where_a_count_is_wanted_and_other_strings_everywhere():
+    from coref_pipeline.models.config import BaselineConfig
+
+    for key in ("ffnn_size", "max_top_antecedents"):
+        with pytest.raises(ConfigError, match=f"model key '{key}' must be at least 1, or auto, got 'big'"):
+            BaselineConfig.from_dict({key: "big"})
+        with pytest.raises(ConfigError, match=f"model key '{key}' must be at least 1, or auto, got 0"):
+            BaselineConfig.from_dict({key: 0})

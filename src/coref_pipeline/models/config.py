@@ -44,6 +44,18 @@ STRATEGIES = ("auto", "ddp")
 # docs/benchmarks.md), else 0; decided when a run starts (resolve_mention_loss).
 AUTO = "auto"
 AUTO_MENTION_LOSS_COEF = 0.5
+# ffnn_size and max_top_antecedents "auto": the head for what a run computes in, decided when it starts
+# (resolve_head). In fp32 on a CPU the fine FFNN over the pairs sets a step's time and a time budget buys few
+# steps: the smaller head takes 1.7x the steps and scored 3.98 higher in 32 minutes (LitBank, docs/benchmarks.md,
+# "The head on an fp32 CPU"). In bf16 (a CPU with bf16 units) and on a GPU steps are plentiful: the full head,
+# the recipe measured there.
+FP32_CPU_HEAD = {"ffnn_size": 500, "max_top_antecedents": 25}
+FULL_HEAD = {"ffnn_size": 1000, "max_top_antecedents": 50}
+
+
+def _require_count_or_auto(config: Config, key: str) -> None:
+    value = getattr(config, key)
+    config.require(value == AUTO or (isinstance(value, int) and value >= 1), key, "at least 1, or auto")
 
 
 def _check_span_selection(config: BaselineConfig | IncrementalConfig) -> None:
@@ -75,7 +87,7 @@ class SpanModelConfig(Config):
     special_token_spans: bool = False
     feature_size: int = 20
     model_heads: bool = True
-    ffnn_size: int = 3000
+    ffnn_size: int | str = 3000  # or "auto" (resolve_head)
     ffnn_depth: int = 1
     use_prior: bool = True
     use_metadata: bool = True
@@ -86,8 +98,9 @@ class SpanModelConfig(Config):
     default_genre: str = DEFAULT_GENRE
 
     def __post_init__(self) -> None:
-        for name in ("max_segment_len", "max_training_sentences", "max_span_width", "ffnn_size", "feature_size"):
+        for name in ("max_segment_len", "max_training_sentences", "max_span_width", "feature_size"):
             self.require(getattr(self, name) >= 1, name, "at least 1")
+        _require_count_or_auto(self, "ffnn_size")
         self.require(self.ffnn_depth >= 1, "ffnn_depth", "at least 1")
         self.require(self.max_num_speakers >= 1, "max_num_speakers", "at least 1")
         if self.segment_sentences is not None:
@@ -127,7 +140,7 @@ class BaselineConfig(SpanModelConfig):
 
     top_span_ratio: float = 0.4
     max_num_extracted_spans: int = 3900
-    max_top_antecedents: int = 50
+    max_top_antecedents: int | str = 50  # or "auto" (resolve_head)
     coarse_to_fine: bool = True
     fine_grained: bool = True
     coref_depth: int = 2
@@ -150,7 +163,7 @@ class BaselineConfig(SpanModelConfig):
         super().__post_init__()
         _check_span_selection(self)
         self.require(self.coref_depth >= 1, "coref_depth", "at least 1")
-        self.require(self.max_top_antecedents >= 1, "max_top_antecedents", "at least 1")
+        _require_count_or_auto(self, "max_top_antecedents")
         self.require(self.max_num_extracted_spans >= 1, "max_num_extracted_spans", "at least 1")
         self.require(self.max_inference_subtokens >= 1, "max_inference_subtokens", "at least 1")
 
@@ -330,13 +343,27 @@ def resolve_mention_loss(config: ConfigT, annotates_singletons: bool) -> ConfigT
     return replace(config, mention_loss_coef=AUTO_MENTION_LOSS_COEF if annotates_singletons else 0.0)
 
 
+def resolve_head(config: ConfigT, fp32_cpu: bool) -> ConfigT:
+    """``config`` with ``ffnn_size`` and ``max_top_antecedents`` ``auto`` decided for a run that computes in fp32
+    on a CPU (:data:`FP32_CPU_HEAD`) or not (:data:`FULL_HEAD`); any other value is kept."""
+    head = FP32_CPU_HEAD if fp32_cpu else FULL_HEAD
+    return replace(config, **{key: value for key, value in head.items() if getattr(config, key, None) == AUTO})
+
+
 def require_resolved(config: BaselineConfig | IncrementalConfig) -> None:
-    """A model is built from decided values: ``mention_loss_coef: auto`` must have met its training corpus."""
+    """A model is built from decided values: ``mention_loss_coef: auto`` must have met its training corpus,
+    ``ffnn_size`` and ``max_top_antecedents`` ``auto`` the run's precision and device."""
     if config.mention_loss_coef == AUTO:
         raise ConfigError(
             "mention_loss_coef: auto is decided by the training corpus when a run starts (resolve_mention_loss); "
             "give a number to build a model outside a training run"
         )
+    for key in FULL_HEAD:
+        if getattr(config, key, None) == AUTO:
+            raise ConfigError(
+                f"{key}: auto is decided by the run's precision and device when a run starts (resolve_head); "
+                "give a number to build a model outside a training run"
+            )
 
 
 def resolve_preset(presets: Mapping[str, Mapping[str, Any]], name: str, what: str = "preset") -> dict[str, Any]:

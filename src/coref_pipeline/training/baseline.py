@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -10,11 +11,18 @@ from coref_pipeline.corpus import SegmentedCorpus
 from coref_pipeline.devices import resolve_device
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.baseline import BaselineCorefModel
-from coref_pipeline.models.config import SHARED_ARCHITECTURE_KEYS, BaselineConfig, ConfigError, TrainingConfig
+from coref_pipeline.models.config import (
+    AUTO,
+    FULL_HEAD,
+    SHARED_ARCHITECTURE_KEYS,
+    BaselineConfig,
+    ConfigError,
+    TrainingConfig,
+)
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.pretrained import load_pretrained, load_tokenizer
 from coref_pipeline.training.checkpoints import tensors_fingerprint
-from coref_pipeline.training.loop import Recipe, Run, decide_for_corpus, fit_on_corpus, seed_everything
+from coref_pipeline.training.loop import Recipe, Run, decide_for_corpus, decide_for_run, fit_on_corpus, seed_everything
 from coref_pipeline.training.optim import model_optimisers
 
 logger = logging.getLogger(__name__)
@@ -32,7 +40,9 @@ def baseline_from(directory: str | Path, config: BaselineConfig) -> CorefModel:
     start = CorefModel.load(directory, device="cpu")
     if start.model_type != "baseline":
         raise ConfigError(f"init_from {str(directory)!r} holds a {start.model_type!r} model; it must be a baseline")
-    saved, wanted = start.config.to_dict(), config.to_dict()
+    saved = start.config.to_dict()
+    config = replace(config, **{key: saved[key] for key in FULL_HEAD if getattr(config, key) == AUTO})  # its head
+    wanted = config.to_dict()
     different = [key for key in SHARED_ARCHITECTURE_KEYS if saved.get(key) != wanted.get(key)]
     if different:
         pairs = ", ".join(f"{key}: {saved.get(key)!r} there, {wanted.get(key)!r} here" for key in different)
@@ -104,6 +114,8 @@ def train_baseline(
     if init_from is None:  # another tokenizer's documents are refused before the encoder is loaded, offline
         corpus.check_before_loading(config.tokenizer_name, config.segment_length, "the model")
     config = decide_for_corpus(config, corpus)
+    if init_from is None:
+        config, training = decide_for_run(config, training)
     with run.holding_work_dir():  # a second run on this work directory is refused before anything loads
         seed_everything(training.seed)
         if init_from is None:

@@ -29,7 +29,15 @@ from coref_pipeline.devices import bound_host_memory, resolve_device, resolve_pr
 from coref_pipeline.evaluation.predictions import GoldKey, score_predictions, summary_metrics
 from coref_pipeline.files import exclusive_directory
 from coref_pipeline.inference import CorefModel
-from coref_pipeline.models.config import AUTO, ConfigError, ConfigT, TrainingConfig, resolve_mention_loss
+from coref_pipeline.models.config import (
+    AUTO,
+    FULL_HEAD,
+    ConfigError,
+    ConfigT,
+    TrainingConfig,
+    resolve_head,
+    resolve_mention_loss,
+)
 from coref_pipeline.models.document import DocumentTensors, random_crop
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.processes import launched_rank
@@ -519,6 +527,27 @@ def decide_for_corpus(config: ConfigT, corpus: SegmentedCorpus) -> ConfigT:
         "the corpus annotates singletons" if annotated else "no singletons annotated",
     )
     return decided
+
+
+def decide_for_run(config: ConfigT, training: TrainingConfig) -> tuple[ConfigT, TrainingConfig]:
+    """``config`` and ``training`` with the settings the run's device decides: ``precision: auto`` (logged once,
+    here) and ``ffnn_size`` / ``max_top_antecedents`` ``auto`` (the head for fp32 on a CPU, or the full head;
+    the choice logged)."""
+    device = resolve_device(training.device)
+    training = replace(training, precision=resolve_precision(training.precision, device))
+    if all(getattr(config, key, None) != AUTO for key in FULL_HEAD):
+        return config, training
+    fp32_cpu = device.type == "cpu" and training.precision == "32"
+    decided = resolve_head(config, fp32_cpu)
+    logger.info(
+        "head auto: ffnn_size %s, max_top_antecedents %s (%s)",
+        decided.ffnn_size,
+        getattr(decided, "max_top_antecedents", None),
+        "fp32 on a CPU: the smaller head, more steps in a time budget"
+        if fp32_cpu
+        else f"{training.precision} on a {device.type}: the full head",
+    )
+    return decided, training
 
 
 def fit_on_corpus(

@@ -368,6 +368,18 @@ def test_min_coarse_score_leaves_out_the_pairs_at_or_below_it_and_keeps_the_othe
     assert torch.isneginf(pruned.top_antecedent_scores[:, 1:][~kept]).all()
 
 
+def test_min_coarse_score_above_every_coarse_score_leaves_every_pair_out(model_and_document):
+    """No pair above the floor (an untrained model early in a run): every antecedent -inf, the dummy 0, no
+    crash, under bf16 autocast too; each span then starts a cluster of its own or none."""
+    model, document = model_and_document
+    for autocast in (False, True):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            output = _scores_with_min_coarse_score(model, document, 1e9)
+        assert output.top_antecedent_scores.shape[1] > 1
+        assert torch.isneginf(output.top_antecedent_scores[:, 1:]).all()
+        assert (output.top_antecedent_scores[:, 0] == 0).all()
+
+
 def test_min_coarse_score_does_not_change_training(model_and_document):
     model, document = model_and_document
     model.train()

@@ -138,6 +138,8 @@ class BaselineCorefModel(nn.Module):
         if scored is None:
             return self.pair_scorer.scores(span_emb, span_emb, antecedents, features)
         rows, columns = scored.nonzero(as_tuple=True)  # [pairs] each
+        if not rows.numel():  # no pair above the floor
+            return span_emb.new_full(antecedents.shape, float("-inf"), dtype=torch.float32)
         weights = self.pair_scorer.first_layer_parts()
         # Cast to the compute dtype per span, then gathered per pair: under bf16 autocast, no fp32
         # [pairs, D] or [pairs, ffnn] copies.

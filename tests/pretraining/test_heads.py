@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from coref_pipeline.models.pretraining_heads import MaskedLMHead, SpanBoundaryHead, SpanTargets
-from coref_pipeline.models.span_masking import MaskedSpan
+from coref_pipeline.pretraining.heads import MaskedLMHead, SpanBoundaryHead, SpanTargets
+from coref_pipeline.pretraining.masking import MaskedSpan
 
 HIDDEN, VOCABULARY = 8, 50
 

@@ -7,7 +7,7 @@ import random
 import pytest
 
 from coref_pipeline.config_base import ConfigError
-from coref_pipeline.models.span_masking import IGNORE_INDEX, MaskingScheme
+from coref_pipeline.pretraining.masking import IGNORE_INDEX, MaskingScheme
 
 MASK_ID = 103
 RANDOM_IDS = list(range(1000, 30000))

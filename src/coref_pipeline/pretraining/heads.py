@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from coref_pipeline.models.span_masking import MaskedSpan
+from coref_pipeline.pretraining.masking import MaskedSpan
 
 SBO_POSITION_SIZE = 200  # the relative position embedding's width (the paper's)
 

@@ -1,0 +1,1 @@
+"""SpanBERT's pretraining objective: span masking (masking) and its two prediction heads (heads)."""

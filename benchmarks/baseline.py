@@ -52,7 +52,7 @@ from coref_pipeline.training.loop import (
     decide_for_run,
     training_step,
 )
-from coref_pipeline.training.optim import build_optimisers
+from coref_pipeline.training.optim import Optimisers, build_optimisers
 
 ROOT = Path(__file__).resolve().parents[1]
 LITBANK = ROOT.parent / "shared" / "corpora" / "litbank"
@@ -142,6 +142,24 @@ def cpu_minilm_settings(overrides: dict[str, object]) -> tuple[BaselineConfig, T
     return preset_settings("cpu_minilm", overrides)
 
 
+def trainable_baseline(
+    corpus: SegmentedCorpus, model_config: BaselineConfig, training: TrainingConfig
+) -> tuple[CorefModel, Optimisers, Engine, TrainingConfig]:
+    """The baseline as a CPU run builds it from the pretrained encoder (the ``auto`` settings decided by the corpus
+    and the precision, the encoder's training attention, the optimisers, the engine), ready for ``training_step``:
+    the model, its optimisers, the engine and the decided training settings."""
+    seed_everything(training.seed)
+    training = replace(training, device="cpu")
+    model_config = decide_for_corpus(model_config, corpus)  # mention_loss_coef: auto, as a run decides it
+    model_config, training = decide_for_run(model_config, training)  # precision and the head: auto
+    trained = build_baseline(model_config)
+    configure_encoder_for_training(trained.model.encoder, training)
+    task = [p for module in trained.model.task_modules() for p in module.parameters()]
+    optimisers = build_optimisers(trained.model.encoder, task, training, 10_000)
+    trained.model.train()
+    return trained, optimisers, Engine(training), training
+
+
 def timed_training_steps(
     corpus: SegmentedCorpus,
     model_config: BaselineConfig,
@@ -151,24 +169,15 @@ def timed_training_steps(
 ) -> list[float]:
     """Seconds of each of ``steps`` training steps (the one training step, on cropped train documents)
     from the pretrained encoder; ``after_step(step, model)`` runs after each, untimed."""
-    seed_everything(training.seed)
-    training = replace(training, device="cpu")
-    model_config = decide_for_corpus(model_config, corpus)  # mention_loss_coef: auto, as a run decides it
-    model_config, training = decide_for_run(model_config, training)  # precision and the head: auto
-    trained = build_baseline(model_config)
+    trained, optimisers, engine, training = trainable_baseline(corpus, model_config, training)
     model = trained.model
-    configure_encoder_for_training(model.encoder, training)
-    documents = corpus.documents("train", model_config.max_segment_len)[:steps]
+    documents = corpus.documents("train", model.config.max_segment_len)[:steps]
     tensors = [trained.tensorize(document) for document in documents]
-    task = [p for module in model.task_modules() for p in module.parameters()]
-    optimisers = build_optimisers(model.encoder, task, training, 10_000)
     generator = torch.Generator().manual_seed(0)
-    engine = Engine(training)
-    model.train()
     timings = []
     for step, document in enumerate(tensors, start=1):
         started = time.perf_counter()
-        crop = random_crop(document, model_config.max_training_sentences, generator)
+        crop = random_crop(document, model.config.max_training_sentences, generator)
         training_step(model.training_losses, crop, optimisers, training.gradient_clip, engine)
         timings.append(time.perf_counter() - started)
         if after_step is not None:

@@ -23,19 +23,11 @@ import time
 from pathlib import Path
 
 import torch
-from baseline import LITBANK, cpu_minilm_settings, parse_overrides, segmented_litbank
+from baseline import LITBANK, cpu_minilm_settings, parse_overrides, segmented_litbank, trainable_baseline
 
 from coref_pipeline.devices import resolve_precision
 from coref_pipeline.models.document import random_crop
-from coref_pipeline.training import build_baseline, seed_everything
-from coref_pipeline.training.engine import Engine
-from coref_pipeline.training.loop import (
-    configure_encoder_for_training,
-    decide_for_corpus,
-    decide_for_run,
-    training_step,
-)
-from coref_pipeline.training.optim import build_optimisers
+from coref_pipeline.training.loop import training_step
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "data" / "benchmarks" / "step_time.json"
@@ -59,17 +51,9 @@ class Trainee:
     """One setting's model and optimisers, stepped on demand."""
 
     def __init__(self, overrides: dict[str, object], corpus, precision: str) -> None:
-        model_config, training = cpu_minilm_settings({**overrides, "precision": precision, "device": "cpu"})
-        seed_everything(training.seed)
-        model_config, training = decide_for_run(decide_for_corpus(model_config, corpus), training)
-        self.config = model_config
-        built = build_baseline(self.config)
-        self.built, self.training = built, training
-        configure_encoder_for_training(built.model.encoder, training)
-        task = [p for module in built.model.task_modules() for p in module.parameters()]
-        self.optimisers = build_optimisers(built.model.encoder, task, training, 10_000)
-        self.engine = Engine(training)
-        built.model.train()
+        model_config, training = cpu_minilm_settings({**overrides, "precision": precision})
+        self.built, self.optimisers, self.engine, self.training = trainable_baseline(corpus, model_config, training)
+        self.config = self.built.config
 
     def steps(self, documents: list[dict], seed: int) -> float:
         """Seconds for one step on each of ``documents`` (crops drawn from ``seed``)."""

@@ -143,21 +143,24 @@ def cpu_minilm_settings(overrides: dict[str, object]) -> tuple[BaselineConfig, T
 
 
 def trainable_baseline(
-    corpus: SegmentedCorpus, model_config: BaselineConfig, training: TrainingConfig
+    corpus: SegmentedCorpus, model_config: BaselineConfig, training: TrainingConfig, device: str = "cpu"
 ) -> tuple[CorefModel, Optimisers, Engine, TrainingConfig]:
-    """The baseline as a CPU run builds it from the pretrained encoder (the ``auto`` settings decided by the corpus
-    and the precision, the encoder's training attention, the optimisers, the engine), ready for ``training_step``:
-    the model, its optimisers, the engine and the decided training settings."""
+    """The baseline as a run on ``device`` builds it from the pretrained encoder (the ``auto`` settings decided by the
+    corpus and the precision, the encoder's training attention, the model on the engine's device, the optimisers),
+    ready for ``training_step``: the model, its optimisers, the engine and the decided training settings."""
     seed_everything(training.seed)
-    training = replace(training, device="cpu")
+    training = replace(training, device=device)
     model_config = decide_for_corpus(model_config, corpus)  # mention_loss_coef: auto, as a run decides it
     model_config, training = decide_for_run(model_config, training)  # precision and the head: auto
     trained = build_baseline(model_config)
     configure_encoder_for_training(trained.model.encoder, training)
+    engine = Engine(training)
+    trained.to(engine.device)
+    engine.setup(trained.model)
     task = [p for module in trained.model.task_modules() for p in module.parameters()]
     optimisers = build_optimisers(trained.model.encoder, task, training, 10_000)
     trained.model.train()
-    return trained, optimisers, Engine(training), training
+    return trained, optimisers, engine, training
 
 
 def timed_training_steps(
@@ -166,10 +169,11 @@ def timed_training_steps(
     training: TrainingConfig,
     steps: int,
     after_step: Callable[[int, CorefModel], None] | None = None,
+    device: str = "cpu",
 ) -> list[float]:
     """Seconds of each of ``steps`` training steps (the one training step, on cropped train documents)
-    from the pretrained encoder; ``after_step(step, model)`` runs after each, untimed."""
-    trained, optimisers, engine, training = trainable_baseline(corpus, model_config, training)
+    from the pretrained encoder, on ``device``; ``after_step(step, model)`` runs after each, untimed."""
+    trained, optimisers, engine, training = trainable_baseline(corpus, model_config, training, device)
     model = trained.model
     documents = corpus.documents("train", model.config.max_segment_len)[:steps]
     tensors = [trained.tensorize(document) for document in documents]
@@ -179,6 +183,8 @@ def timed_training_steps(
         started = time.perf_counter()
         crop = random_crop(document, model.config.max_training_sentences, generator)
         training_step(model.training_losses, crop, optimisers, training.gradient_clip, engine)
+        if engine.device.type == "cuda":
+            torch.cuda.synchronize(engine.device)  # the step's kernels finished, not only queued
         timings.append(time.perf_counter() - started)
         if after_step is not None:
             after_step(step, trained)

@@ -1,0 +1,208 @@
+"""The published base preset on a GPU: training steps of ``spanbert_base`` in fp32 and bf16-mixed, a run, ``predict``.
+
+Run: python benchmarks/gpu.py [--steps 30] [--encoder-files DIR] [--work-dir DIR] [--device cuda]
+
+Made to be run once on a machine with a GPU and no network, in a few minutes:
+
+1. Encoders. ``spanbert_base``'s encoder is BERT-base shaped (768 hidden, 12 layers, 12 heads, 3072
+   intermediate); without a network its weights cannot be had, so the program builds that shape with
+   random weights (seeded) and the packaged MiniLM's tokenizer, and the MiniLM's own shape (6 layers, 384)
+   for the peer configuration. A step's time depends on the shapes, not on the weights' values; the
+   vocabulary (30,522 here, 28,996 SpanBERT's) changes only the embedding's size. ``--encoder-files``
+   names a folder holding the MiniLM's ``config.json`` and tokenizer files (default: the packaged MiniLM).
+2. LitBank fold 0 (../shared/corpora/litbank) segmented at 384 with that tokenizer.
+3. Training steps, one document each, the first three left out (they warm up): ``spanbert_base`` in fp32
+   and in bf16-mixed, and the peer configuration (the MiniLM at the CPU benchmarks' peer settings) in fp32,
+   the reference speed of the host. Documents/s and the GPU's peak allocated memory of each. Beside them,
+   bf16-mixed with cuDNN's attention kernel allowed: the measured reason the encoder leaves it out.
+4. Two processes (DDP over NCCL, started by Lightning Fabric) where the machine has two GPUs or more: the
+   same steps with ``devices: 2``; else said to be skipped.
+5. A run through ``train_baseline`` (what ``kedro run --pipelines=coref_train`` calls) of ``spanbert_base``
+   at ``precision: auto`` for ``--run-steps`` steps with a dev evaluation at its end, then
+   ``coref-pipeline predict`` on LitBank test (a new process, ``--precision auto``), timed whole.
+
+Figures go to stdout and to ``WORK_DIR/results.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import logging
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from baseline import (  # benchmarks/baseline.py: the same LitBank split, preset and step
+    LITBANK,
+    PEER_CONFIGURATION,
+    ROOT,
+    preset_settings,
+    segmented_litbank,
+    timed_training_steps,
+)
+from predict_command import coref_pipeline, host, test_f1  # benchmarks/predict_command.py
+
+from coref_pipeline.corpus import SegmentedCorpus
+from coref_pipeline.models import encoder
+from coref_pipeline.training import Run, train_baseline
+
+WORK = ROOT / "data" / "benchmarks" / "gpu"
+TOKENIZER_FILES = ("special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
+BERT_BASE_SHAPE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072}
+
+
+def shaped_encoder(files: Path, out: Path, shape: dict[str, int]) -> Path:
+    """A BERT encoder directory with ``files``' tokenizer, its configuration changed by ``shape``, random weights."""
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig.from_pretrained(files)
+    for key, value in shape.items():
+        setattr(config, key, value)
+    torch.manual_seed(0)
+    model = BertModel(config, add_pooling_layer=False)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    for name in TOKENIZER_FILES:
+        shutil.copy(files / name, out / name)
+    return out
+
+
+def gpu_memory_gib(device: torch.device) -> float:
+    return torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else float("nan")
+
+
+def timed_row(
+    corpus: SegmentedCorpus, preset: str, overrides: dict, steps: int, device: str, cudnn_attention: bool = False
+) -> dict[str, float]:
+    """Documents/s and peak GPU memory of ``steps`` training steps of ``preset`` with ``overrides``; with
+    ``cudnn_attention``, the encoder's attention may take cuDNN's kernel (which the library leaves out)."""
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    model_config, training = preset_settings(preset, overrides)
+    without_cudnn = encoder._attention_without_cudnn
+    if cudnn_attention:
+        encoder._attention_without_cudnn = contextlib.nullcontext
+    try:
+        measured = timed_training_steps(corpus, model_config, training, steps + 3, device=device)[3:]
+    finally:
+        encoder._attention_without_cudnn = without_cudnn
+    return {
+        "steps": len(measured),
+        "documents_per_second": len(measured) / sum(measured),
+        "median_step_seconds": statistics.median(measured),
+        "slowest_step_seconds": max(measured),
+        "peak_gpu_memory_gib": gpu_memory_gib(torch.device(device)),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=30, help="timed training steps a row")
+    parser.add_argument("--run-steps", type=int, default=60, help="steps of the train_baseline run before predict")
+    parser.add_argument("--encoder-files", type=Path, help="the MiniLM's config.json and tokenizer files")
+    parser.add_argument("--work-dir", type=Path, default=WORK)
+    parser.add_argument("--device", default="cuda", help="cuda (cpu only to try the program)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not (LITBANK / "train.conll").is_file():
+        sys.exit(f"shared LitBank corpus not found at {LITBANK}")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        sys.exit("no CUDA device: this program measures a GPU (--device cpu only tries it)")
+    if args.encoder_files is None:
+        from coref_pipeline.pretrained import embedded_minilm_path
+
+        args.encoder_files = Path(embedded_minilm_path())
+    work = args.work_dir
+    minilm = shaped_encoder(args.encoder_files, work / "encoders" / "minilm_shaped", {})
+    base = shaped_encoder(args.encoder_files, work / "encoders" / "spanbert_base_shaped", BERT_BASE_SHAPE)
+    corpus = segmented_litbank(str(minilm), 384)
+    device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
+    results: dict = {
+        "host": host(),
+        "device": device_name,
+        "gpus": torch.cuda.device_count(),
+        "torch": torch.__version__,
+        "encoders": "random weights of the named shapes (no network): steps' times, not scores",
+    }
+    print(f"host {results['host']}; device {device_name}; torch {torch.__version__}")
+
+    rows = {
+        "peer configuration, fp32": ("cpu_minilm", {**PEER_CONFIGURATION, "encoder": str(minilm), "precision": "32"}),
+        "spanbert_base, fp32": ("spanbert_base", {"encoder": str(base), "tokenizer": str(base), "precision": "32"}),
+        "spanbert_base, bf16-mixed": (
+            "spanbert_base",
+            {"encoder": str(base), "tokenizer": str(base), "precision": "bf16-mixed"},
+        ),
+    }
+    results["training_steps"] = {}
+    variants = {**rows, "spanbert_base, bf16-mixed, cuDNN attention allowed": rows["spanbert_base, bf16-mixed"]}
+    for name, (preset, overrides) in variants.items():
+        row = timed_row(corpus, preset, overrides, args.steps, args.device, cudnn_attention="cuDNN" in name)
+        results["training_steps"][name] = row
+        print(
+            f"{name}: {row['documents_per_second']:.2f} documents/s over {row['steps']} steps (median step "
+            f"{row['median_step_seconds']:.3f} s, slowest {row['slowest_step_seconds']:.3f} s), "
+            f"peak GPU memory {row['peak_gpu_memory_gib']:.2f} GiB"
+        )
+    peer = results["training_steps"]["peer configuration, fp32"]["documents_per_second"]
+    for row in results["training_steps"].values():
+        row["ratio_to_peer"] = row["documents_per_second"] / peer
+    fp32, bf16 = (results["training_steps"][f"spanbert_base, {p}"] for p in ("fp32", "bf16-mixed"))
+    print(f"spanbert_base bf16-mixed / fp32: {bf16['documents_per_second'] / fp32['documents_per_second']:.2f}x")
+
+    if torch.cuda.device_count() >= 2:
+        preset, overrides = rows["spanbert_base, bf16-mixed"]
+        model_config, training = preset_settings(preset, {**overrides, "devices": 2, "max_steps": args.steps})
+        run = Run(work / "ddp", remove_singletons=True, restart=True)
+        started = time.perf_counter()
+        train_baseline(corpus, model_config, training, run)
+        seconds = time.perf_counter() - started
+        results["two_processes"] = {"steps": args.steps, "documents": 2 * args.steps, "seconds_with_start": seconds}
+        print(f"two processes: {2 * args.steps} documents in {seconds:.1f} s (start and a dev evaluation included)")
+    else:
+        results["two_processes"] = "skipped: fewer than two GPUs"
+        print("two processes: skipped (fewer than two GPUs)")
+
+    preset, overrides = rows["spanbert_base, bf16-mixed"]
+    model_config, training = preset_settings(
+        preset,
+        {
+            **overrides,
+            "precision": "auto",
+            "device": args.device,
+            "max_steps": args.run_steps,
+            "eval_frequency": args.run_steps,
+            "checkpoint_frequency": args.run_steps,
+            "report_frequency": 10,
+            "eval_max_documents": 5,
+        },
+    )
+    run = Run(work / "run", remove_singletons=True, restart=True)
+    started = time.perf_counter()
+    train_baseline(corpus, model_config, training, run)
+    results["run"] = {"steps": args.run_steps, "seconds": time.perf_counter() - started}
+    print(f"train_baseline: {args.run_steps} steps and a dev evaluation in {results['run']['seconds']:.1f} s")
+
+    test = work / "test.jsonlines"
+    coref_pipeline("minimize", "--tokenizer", str(minilm), "--seg-len", "384", str(LITBANK / "test.conll"), str(test))
+    output = work / "predicted.jsonl"
+    seconds = coref_pipeline(
+        "predict", "--model", str(work / "run" / "best"), "--device", args.device, str(test), str(output)
+    )
+    documents = sum(1 for line in test.read_text().splitlines() if line.strip())
+    results["predict"] = {"documents": documents, "seconds": seconds, "test_conll_f1": test_f1(output)}
+    print(f"coref-pipeline predict: {documents} test documents in {seconds:.1f} s (whole command)")
+    (work / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -301,6 +301,7 @@ def parameter_keys() -> dict[str, dict[str, set[str]]]:
         IncrementalTrainParameters,
         TrainingConfig,
     )
+    from coref_pipeline.pretraining.run import PretrainConfig, PretrainParameters
 
     return {
         "preprocess": {"keys": set(PreprocessSettings.keys())},
@@ -313,6 +314,10 @@ def parameter_keys() -> dict[str, dict[str, set[str]]]:
         "incremental_train": {
             "keys": set(IncrementalTrainParameters.keys()),
             "settings": set(IncrementalConfig.keys()) | set(TrainingConfig.keys()),
+        },
+        "pretrain": {
+            "keys": set(PretrainParameters.keys()),
+            "settings": set(PretrainConfig.keys()) | set(TrainingConfig.keys()),
         },
         "corpus": {"keys": {"dir", "train", "dev", "test"}},
     }

@@ -9,7 +9,14 @@ from coref_pipeline.training.checkpoints import code_files
 
 from .paths import PROJECT_ROOT
 
-STAGES_AND_PIPELINES = ("preprocess", "segment", "coref_train", "incremental_train", "evaluate")  # same names
+STAGES_AND_PIPELINES = (
+    "preprocess",
+    "segment",
+    "pretrain",
+    "coref_train",
+    "incremental_train",
+    "evaluate",
+)  # same names
 ALWAYS = {"src/coref_pipeline/datasets.py"}  # the catalog's dataset types
 
 

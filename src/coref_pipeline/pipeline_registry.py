@@ -6,11 +6,14 @@ import pkgutil
 from kedro.framework.project import find_pipelines
 from kedro.pipeline import Pipeline
 
+# Run by name only: a plain ``kedro run`` fine-tunes the preset's encoder as it is.
+NOT_IN_DEFAULT = ("pretrain",)
+
 
 def register_pipelines() -> dict[str, Pipeline]:
-    """Every pipeline under ``pipelines/`` by its folder name; ``__default__`` runs them all."""
+    """Every pipeline under ``pipelines/`` by its folder name; ``__default__`` runs them all but ``pretrain``."""
     pipelines = find_pipelines()
-    pipelines["__default__"] = sum(pipelines.values())
+    pipelines["__default__"] = sum(pipeline for name, pipeline in pipelines.items() if name not in NOT_IN_DEFAULT)
     return pipelines
 
 

@@ -8,7 +8,7 @@ import torch
 from coref_pipeline.models.config import TrainingConfig
 from coref_pipeline.training import TrainingCallback
 from coref_pipeline.training.checkpoints import TrainState
-from coref_pipeline.training.loop import budget_plan, train_loop
+from coref_pipeline.training.loop import budget_plan, cropping, train_loop
 from coref_pipeline.training.optim import StepPlan, model_optimisers
 
 from .distributed import DOCUMENTS, tiny_baseline, training_config
@@ -74,7 +74,19 @@ def run(work_dir, config: TrainingConfig, recorder: Recorder) -> tuple[TrainStat
     plan = StepPlan(config.num_epochs * len(DOCUMENTS), config.warmup_ratio)
     optimisers = model_optimisers(model, config, plan)
     state = train_loop(
-        model, tensors, losses, optimisers, evaluate, lambda: None, config, work_dir, 3, [recorder], None, plan, clock
+        model,
+        tensors,
+        losses,
+        optimisers,
+        evaluate,
+        lambda: None,
+        config,
+        work_dir,
+        cropping(3),
+        [recorder],
+        None,
+        plan,
+        clock,
     )
     return state, model, plan
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from coref_pipeline.training import TrainingCallback
-from coref_pipeline.training.loop import train_loop
+from coref_pipeline.training.loop import cropping, train_loop
 from coref_pipeline.training.optim import StepPlan, model_optimisers
 
 from .distributed import DOCUMENTS, tiny_baseline, training_config
@@ -52,7 +52,7 @@ def train(work_dir, scores: list[float], stop_after: int | None = None, **overri
         save_best,
         config,
         work_dir,
-        3,
+        cropping(3),
         [evaluations],
         None,
         plan,

@@ -429,9 +429,21 @@ class CorefTrainParameters(Config):
     restart: bool = False  # discard the run kept in work_dir
     init_from: str | None = None  # a trained baseline's model directory to fine-tune instead of a fresh one
     take_from: str | None = None  # a model directory to take as the baseline as it is, untrained (import-tf-checkpoint)
+    # an encoder directory to fine-tune instead of the preset's encoder (the pretrain pipeline's out_dir), read with
+    # the preset's tokenizer (the one segment used)
+    encoder_from: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.encoder_from is not None and (self.init_from is not None or self.take_from is not None):
+            raise ConfigError(
+                "coref_train: encoder_from starts from an encoder, init_from and take_from from a trained model; set one"
+            )
 
     def settings(self) -> tuple[BaselineConfig, TrainingConfig]:
-        return baseline_settings(self.presets, self.preset, self.overrides)
+        model, training = baseline_settings(self.presets, self.preset, self.overrides)
+        if self.encoder_from is not None:
+            model = replace(model, encoder=self.encoder_from, tokenizer=model.tokenizer_name)
+        return model, training
 
 
 @dataclass(frozen=True)

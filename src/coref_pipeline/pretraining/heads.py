@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 
 import torch
@@ -22,10 +23,17 @@ SBO_POSITION_SIZE = 200  # the relative position embedding's width (the paper's)
 
 
 class HeadTransform(nn.Sequential):
-    """Linear -> GeLU -> LayerNorm, BERT's prediction-head transform (and each of SBO's two layers)."""
+    """Linear -> GeLU -> LayerNorm, BERT's prediction-head transform (and each of SBO's two layers); named as
+    BERT names them (``dense``, ``LayerNorm``), so that its LayerNorm is left out of the weight decay."""
 
     def __init__(self, in_features: int, hidden: int, layer_norm_eps: float = 1e-12) -> None:
-        super().__init__(nn.Linear(in_features, hidden), nn.GELU(), nn.LayerNorm(hidden, eps=layer_norm_eps))
+        super().__init__(
+            OrderedDict(
+                dense=nn.Linear(in_features, hidden),
+                activation=nn.GELU(),
+                LayerNorm=nn.LayerNorm(hidden, eps=layer_norm_eps),
+            )
+        )
 
 
 class TiedDecoder(nn.Module):

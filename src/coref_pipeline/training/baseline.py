@@ -22,7 +22,15 @@ from coref_pipeline.models.config import (
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.pretrained import load_pretrained, load_tokenizer
 from coref_pipeline.training.checkpoints import tensors_fingerprint
-from coref_pipeline.training.loop import Recipe, Run, decide_for_corpus, decide_for_run, fit_on_corpus, seed_everything
+from coref_pipeline.training.loop import (
+    Recipe,
+    Run,
+    cropping,
+    decide_for_corpus,
+    decide_for_run,
+    fit_on_corpus,
+    seed_everything,
+)
 from coref_pipeline.training.optim import model_optimisers
 
 logger = logging.getLogger(__name__)
@@ -85,7 +93,7 @@ def baseline_recipe(trained: CorefModel, training: TrainingConfig, start: str = 
     return Recipe(
         losses=model.training_losses,
         optimisers=partial(model_optimisers, model, training),  # given the total steps; picklable
-        max_segments=model.config.max_training_sentences,
+        prepare=cropping(model.config.max_training_sentences),
         start=start,
     )
 

@@ -237,10 +237,14 @@ def code_fingerprint(start: str = RUN_CODE) -> str:
 
 
 def run_fingerprint(
-    model: Mapping[str, Any], training: Mapping[str, Any], *document_lists: Sequence[Mapping[str, Any]]
+    model: Mapping[str, Any],
+    training: Mapping[str, Any],
+    *document_lists: Sequence[Mapping[str, Any]],
+    code: str = RUN_CODE,
 ) -> str:
-    """A hash of everything a run depends on: the code, both configurations and the documents."""
-    digest = hashlib.sha256(json.dumps([code_fingerprint(), model, training], sort_keys=True).encode())
+    """A hash of everything a run depends on: the code (``code`` and what it imports), both configurations and
+    the documents."""
+    digest = hashlib.sha256(json.dumps([code_fingerprint(code), model, training], sort_keys=True).encode())
     for documents in document_lists:
         for document in documents:
             digest.update(json.dumps(document, sort_keys=True).encode())

@@ -16,7 +16,7 @@ from coref_pipeline.models.config import ConfigError, IncrementalConfig, Trainin
 from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.incremental import IncrementalCorefModel, copy_baseline_weights
 from coref_pipeline.training.checkpoints import tensors_fingerprint
-from coref_pipeline.training.loop import Recipe, Run, decide_for_corpus, fit_on_corpus, seed_everything
+from coref_pipeline.training.loop import Recipe, Run, cropping, decide_for_corpus, fit_on_corpus, seed_everything
 from coref_pipeline.training.optim import model_optimisers
 
 logger = logging.getLogger(__name__)
@@ -98,7 +98,7 @@ def incremental_recipe(
     return Recipe(
         losses=losses,
         optimisers=partial(model_optimisers, model, training, train_encoder=finetune, task_schedule="constant"),
-        max_segments=model.config.max_training_sentences if model.config.crop_training_documents else None,
+        prepare=cropping(model.config.max_training_sentences if model.config.crop_training_documents else None),
         start=start_fingerprint,
     )
 

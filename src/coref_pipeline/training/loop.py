@@ -56,6 +56,31 @@ logger = logging.getLogger(__name__)
 
 # A model's training losses for one document, each backpropagated in turn.
 LossFunction = Callable[[DocumentTensors], Iterable[torch.Tensor]]
+# What a training item becomes before its step, drawn from the run's resumable generator (a crop, masks).
+Prepare = Callable[[Any, torch.Generator], Any]
+
+
+class RandomCrop:
+    """A training document cropped to a random window of ``max_segments`` segments (picklable, for spawned ranks)."""
+
+    def __init__(self, max_segments: int) -> None:
+        self.max_segments = max_segments
+
+    def __call__(self, document: DocumentTensors, generator: torch.Generator) -> DocumentTensors:
+        return random_crop(document, self.max_segments, generator)
+
+
+def cropping(max_segments: int | None) -> Prepare | None:
+    """Each training document cropped to ``max_segments`` segments; None: whole documents."""
+    return None if max_segments is None else RandomCrop(max_segments)
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The evaluation metric that selects the best model (higher is better) and its name in the log."""
+
+    key: str = "conll_f1"
+    label: str = "dev CoNLL F1"
 
 
 def seed_everything(seed: int) -> None:
@@ -157,7 +182,10 @@ class TrainingCallback:
         """After each optimiser step and its evaluation and checkpoint, if any (the scheduled next rates)."""
 
     def on_evaluation(self, state: TrainState, metrics: dict[str, float]) -> None:
-        """After each dev evaluation (``metrics`` in percent, with ``conll_f1``)."""
+        """After each dev evaluation (``metrics`` in percent, with the selection's key)."""
+
+    def on_report(self, state: TrainState, statistics: dict[str, float]) -> None:
+        """Every ``report_frequency`` steps: the recipe's running statistics (e.g. each loss, an accuracy)."""
 
     def on_train_end(self, state: TrainState) -> None:
         """When the run ends (finished, or stopped by an exception)."""
@@ -166,9 +194,10 @@ class TrainingCallback:
 class DvcLiveCallback(TrainingCallback):
     """Training curves with DVCLive in ``directory`` (resumed with the run): loss, learning rates, dev metrics."""
 
-    def __init__(self, directory: Path, params: dict[str, Any]) -> None:
+    def __init__(self, directory: Path, params: dict[str, Any], evaluation_prefix: str = "dev") -> None:
         self.directory = directory
         self.params = params
+        self.evaluation_prefix = evaluation_prefix
         self.live: Any = None
 
     def on_train_start(self, state: TrainState) -> None:
@@ -180,7 +209,12 @@ class DvcLiveCallback(TrainingCallback):
     def on_evaluation(self, state: TrainState, metrics: dict[str, float]) -> None:
         self.live.step = state.global_step
         for name, value in metrics.items():
-            self.live.log_metric(f"dev/{name}", value)
+            self.live.log_metric(f"{self.evaluation_prefix}/{name}", value)
+
+    def on_report(self, state: TrainState, statistics: dict[str, float]) -> None:
+        self.live.step = state.global_step
+        for name, value in statistics.items():
+            self.live.log_metric(f"train/{name}", value)
 
     def on_step_end(self, state: TrainState, loss: float, learning_rates: dict[str, float]) -> None:
         self.live.step = state.global_step
@@ -204,11 +238,13 @@ def train_loop(
     save_best: Callable[[], None],
     config: TrainingConfig,
     work_dir: Path,
-    max_segments: int | None,
+    prepare: Prepare | None,
     callbacks: Sequence[TrainingCallback] = (),
     engine: Engine | None = None,
     plan: StepPlan | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    selection: Selection = Selection(),
+    report: Callable[[], dict[str, float]] | None = None,
 ) -> TrainState:
     """Train one document per step and rank, resuming from the work directory's latest checkpoint.
 
@@ -219,12 +255,13 @@ def train_loop(
     evaluations (seconds).
 
     Each epoch's order is sharded across the engine's ranks (one document each per
-    step). Each document is cropped to a random window of ``max_segments``
-    segments (``None``: whole documents), from a generator of each rank's own.
-    ``evaluate`` scores on dev (percent, with ``conll_f1``) and ``save_best`` keeps
+    step). ``prepare`` makes each document what its step takes (a random crop, masks), from a generator of
+    each rank's own that checkpoints keep (``None``: as it is).
+    ``evaluate`` scores on dev (with ``selection.key``, higher is better) and ``save_best`` keeps
     the model when it is the best so far: both on rank 0, as the checkpoints and
     the callbacks; the other ranks wait and take its decisions. With ``eval_on_start`` the starting
-    weights are scored (and may be kept as the best) before the first step.
+    weights are scored (and may be kept as the best) before the first step. ``report`` gives running
+    statistics every ``report_frequency`` steps (shown on the progress bar and given to the callbacks).
     """
     engine = engine or Engine(replace(config, devices=1, num_nodes=1))
     rank, world_size = engine.rank, engine.world_size
@@ -270,7 +307,7 @@ def train_loop(
                 with torch.no_grad():
                     metrics = evaluate()
                 model.train()
-                f1 = metrics["conll_f1"]
+                f1 = metrics[selection.key]
                 improved = f1 > state.best_f1
                 if improved:
                     save_best()
@@ -281,12 +318,13 @@ def train_loop(
             if improved:
                 state.best_f1, state.best_step = f1, state.global_step
                 state.evaluations_without_improvement = 0
-                logger.info("Step %d: dev CoNLL F1 %.2f (best so far, saved)", state.global_step, f1)
+                logger.info("Step %d: %s %.2f (best so far, saved)", state.global_step, selection.label, f1)
             else:
                 state.evaluations_without_improvement += 1
                 logger.info(
-                    "Step %d: dev CoNLL F1 %.2f (best %.2f at step %d)",
+                    "Step %d: %s %.2f (best %.2f at step %d)",
                     state.global_step,
+                    selection.label,
                     f1,
                     state.best_f1,
                     state.best_step,
@@ -314,8 +352,8 @@ def train_loop(
             while state.position < len(order):
                 step_started = clock()
                 document = documents[order[state.position]]
-                if max_segments is not None:
-                    document = random_crop(document, max_segments, crop_generator)
+                if prepare is not None:
+                    document = prepare(document, crop_generator)
                 loss = training_step(losses, document, optimisers, config.gradient_clip, engine)
                 state.train_seconds += clock() - step_started
                 state.position += 1
@@ -325,10 +363,14 @@ def train_loop(
                 progress.update(1)
                 if state.global_step % config.report_frequency == 0:
                     seconds = max(clock() - started, 1e-9)
+                    statistics = report() if report is not None else {}
                     progress.set_postfix(
                         loss=f"{running_loss / running_count:.2f}",
+                        **{name: f"{value:.2f}" for name, value in statistics.items()},
                         docs_s=f"{running_count * world_size / seconds:.2f}",
                     )
+                    for callback in callbacks:
+                        callback.on_report(state, statistics)
                     running_loss, running_count, started = 0.0, 0, clock()
                 if config.time_budget_minutes is not None:
                     # rank 0's clock plans for every rank
@@ -377,7 +419,7 @@ class Recipe:
 
     losses: LossFunction  # the model's losses for one document, backpropagated in turn
     optimisers: Callable[[int | StepPlan], Optimisers]  # given the total steps, or the plan of a budgeted run
-    max_segments: int | None  # crop each training document to this many segments; None: whole documents
+    prepare: Prepare | None  # what each training item becomes before its step (``cropping``); None: as it is
     start: str = ""  # what else makes a run the same run (e.g. a hash of the weights it starts from)
 
 
@@ -503,7 +545,7 @@ def _train_on_rank(engine: Engine, job: _RankJob) -> dict[str, Any]:
         lambda: trained.save(best_dir),
         training,
         run.work_dir,
-        recipe.max_segments,
+        recipe.prepare,
         callbacks,
         engine,
         plan,

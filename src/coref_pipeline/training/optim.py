@@ -20,9 +20,9 @@ class Optimisers:
     """The encoder's AdamW and the task parameters' Adam, each with its schedule."""
 
     encoder: torch.optim.Optimizer | None
-    task: torch.optim.Optimizer
+    task: torch.optim.Optimizer | None  # None: every parameter is the encoder's (SpanBERT's pretraining)
     encoder_schedule: torch.optim.lr_scheduler.LambdaLR | None
-    task_schedule: torch.optim.lr_scheduler.LambdaLR
+    task_schedule: torch.optim.lr_scheduler.LambdaLR | None
     encoder_parameters: list[nn.Parameter]
     task_parameters: list[nn.Parameter]
 
@@ -60,7 +60,7 @@ class Optimisers:
                 group["lr"] = base * factor(schedule.last_epoch)
 
     def learning_rates(self) -> dict[str, float]:
-        rates = {"task_learning_rate": self.task.param_groups[0]["lr"]}
+        rates = {"task_learning_rate": self.task.param_groups[0]["lr"]} if self.task is not None else {}
         if self.encoder is not None:
             rates["bert_learning_rate"] = self.encoder.param_groups[0]["lr"]
         return rates
@@ -136,6 +136,8 @@ def build_optimisers(
         )
         encoder_schedule = torch.optim.lr_scheduler.LambdaLR(encoder_optimiser, plan.factor)
     task_parameters = [p for p in task_parameters if p.requires_grad]
+    if not task_parameters:  # one AdamW over every parameter
+        return Optimisers(encoder_optimiser, None, encoder_schedule, None, encoder_parameters, [])
     task_optimiser = torch.optim.Adam(
         task_parameters, lr=config.task_learning_rate, eps=config.adam_eps, fused=_fused(task_parameters)
     )

@@ -1,0 +1,25 @@
+"""Nodes of the ``pretrain`` pipeline: continue an encoder with span masking and the span boundary objective."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from coref_pipeline.corpus import SegmentedCorpus
+from coref_pipeline.pretraining.run import PretrainParameters, pretrain_encoder
+from coref_pipeline.training import Run
+
+
+def pretrain(segmented: Mapping[str, Any], segmentation: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """Pretrain the chosen preset's encoder on the train split; the encoder directory goes to ``out_dir``, a
+    killed run resumes from ``work_dir``. Returns the held-out metrics of the encoder kept."""
+    parameters = PretrainParameters.from_dict(params)
+    config, training = parameters.settings()
+    run = Run(
+        parameters.work_dir,
+        remove_singletons=False,
+        restart=parameters.restart,
+        log_params={"preset": parameters.preset},
+        work_dir_parameter="pretrain.work_dir",
+    )
+    return pretrain_encoder(SegmentedCorpus(segmented, segmentation), config, training, run, parameters.out_dir)

@@ -144,3 +144,17 @@ def test_unknown_and_out_of_range_keys_are_named():
         PretrainConfig(held_out_share=0.0)
     with pytest.raises(ConfigError, match="unknown"):
         PretrainConfig.from_dict({"span_masking": True})
+
+
+def test_plain_text_files_and_folders_become_segmented_training_documents(encoder_dir, tmp_path):
+    from coref_pipeline.pretraining.run import text_documents
+
+    (tmp_path / "texts").mkdir()
+    (tmp_path / "texts" / "a.txt").write_text("w10 w11 w12. w13 w14 w15 w16 w17 w18 w19 w20 w21 w22 w23 w24.\n")
+    (tmp_path / "b.txt").write_text("w30 w31.\n")
+    documents = text_documents([tmp_path / "texts", tmp_path / "b.txt"], str(encoder_dir), 16)
+    assert [document["doc_key"].rsplit("/", 1)[-1] for document in documents] == ["a.txt", "b.txt"]
+    assert [len(segment) for segment in documents[0]["sentences"]] == [6, 15]  # a sentence a segment, with [CLS], [SEP]
+    assert documents[1]["sentences"] == [["[CLS]", "w30", "w31", "[UNK]", "[SEP]"]]  # "." is not in its vocabulary
+    with pytest.raises(ConfigError, match="neither a file nor a folder"):
+        text_documents([tmp_path / "missing.txt"], str(encoder_dir), 16)

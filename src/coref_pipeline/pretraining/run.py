@@ -17,6 +17,7 @@ import json
 import logging
 import random
 import shutil
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -102,6 +103,8 @@ class PretrainParameters(Config):
     work_dir: str = "data/06_models/pretrain_training"  # checkpoints, the best encoder so far, curves
     out_dir: str = "data/06_models/pretrained_encoder"  # the encoder directory coref_train.encoder_from reads
     restart: bool = False  # discard the run kept in work_dir
+    # more text to train on beside the corpus's train split: plain-text files, or folders of *.txt files
+    text: tuple[str, ...] = ()
 
     def settings(self) -> tuple[PretrainConfig, TrainingConfig]:
         return pretrain_settings(self.presets, self.preset, self.overrides)
@@ -121,6 +124,59 @@ def _quiet_transformers() -> contextlib.AbstractContextManager:
             hf_logging.set_verbosity(level)
 
     return quiet()
+
+
+def text_documents(paths: Sequence[str | Path], tokenizer_name: str, max_segment_len: int) -> list[dict[str, Any]]:
+    """Plain-text files (or every ``*.txt`` under a folder) as segmented documents: split into sentences and
+    words as ``predict`` splits raw text, segmented with the tokenizer at ``max_segment_len``."""
+    import pandas as pd
+
+    from coref_pipeline.corpus import WORD_DOCUMENT_COLUMNS
+    from coref_pipeline.segmentation import segment_words
+    from coref_pipeline.text import split_text
+
+    files: list[Path] = []
+    for name in paths:
+        path = Path(name)
+        if path.is_dir():
+            found = sorted(path.rglob("*.txt"))
+            if not found:
+                raise ConfigError(f"pretrain key 'text': the folder {path} holds no .txt file")
+            files += found
+        elif path.is_file():
+            files.append(path)
+        else:
+            raise ConfigError(f"pretrain key 'text': {path} is neither a file nor a folder")
+    rows = []
+    for path in files:
+        try:
+            split = split_text(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as error:
+            raise ConfigError(
+                f"pretrain key 'text': {path} is not UTF-8 text ({error.reason} at byte {error.start})"
+            ) from None
+        if not split.words:
+            continue
+        count = len(split.words)
+        rows.append(
+            {
+                "doc_key": f"text/{path.as_posix()}",
+                "name": path.stem,
+                "part": 0,
+                "genre": "text",
+                "words": list(split.words),
+                "sentence_ids": split.sentence_ids,
+                "speakers": ["-"] * count,
+                "pos": ["-"] * count,
+                "clusters": [],
+            }
+        )
+    if not rows:
+        return []
+    frame = pd.DataFrame(rows, columns=WORD_DOCUMENT_COLUMNS)
+    return segment_words(frame, load_tokenizer(tokenizer_name), [max_segment_len], False, "segment text")[
+        max_segment_len
+    ]
 
 
 def build_pretrainer(config: PretrainConfig) -> tuple[SpanBertPretrainer, Any]:
@@ -225,12 +281,17 @@ def _pretrain_on_rank(engine: Engine, job: _PretrainJob) -> dict[str, Any]:
 
 
 def pretrain_encoder(
-    corpus: SegmentedCorpus, config: PretrainConfig, training: TrainingConfig, run: Run, out_dir: str | Path
+    corpus: SegmentedCorpus,
+    config: PretrainConfig,
+    training: TrainingConfig,
+    run: Run,
+    out_dir: str | Path,
+    more_text: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """Continue ``config.encoder`` with SpanBERT's objectives on the train split of ``corpus`` (segmented with the
     encoder's tokenizer at ``max_segment_len``); the best encoder directory is copied to ``out_dir``. Returns
     its held-out metrics (losses, masked-token accuracy in percent) with the step it was kept at and the run's
-    steps."""
+    steps. ``more_text``: more segmented documents to train on (``text_documents``), never held out."""
     device = resolve_device(training.device)
     training = replace(training, precision=resolve_precision(training.precision, device))
     corpus.check_before_loading(config.encoder, config.max_segment_len, "the encoder to pretrain")
@@ -248,6 +309,8 @@ def pretrain_encoder(
         for document in documents:
             part = "held_out" if document["doc_key"] in held_out_keys else "train"
             segments[part].extend(document_segments(document, tokenizer))
+        for document in more_text:
+            segments["train"].extend(document_segments(document, tokenizer))
         train = batches(segments["train"], config.batch_segments, training.seed)
         held_out = batches(segments["held_out"], config.batch_segments, training.seed)
         logger.info(
@@ -260,7 +323,9 @@ def pretrain_encoder(
             len(segments["held_out"]),
             len(held_out_keys),
         )
-        fingerprint = run_fingerprint(config.to_dict(), training.to_dict(), documents, code="pretraining.run")
+        fingerprint = run_fingerprint(
+            config.to_dict(), training.to_dict(), documents, more_text, code="pretraining.run"
+        )
         params = {**config.to_dict(), **training.to_dict(), **(run.log_params or {})}
         job = _PretrainJob(
             model, tokenizer, train, held_out, config, training, replace(run, log_params=params), fingerprint

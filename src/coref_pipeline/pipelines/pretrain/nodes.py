@@ -6,13 +6,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from coref_pipeline.corpus import SegmentedCorpus
-from coref_pipeline.pretraining.run import PretrainParameters, pretrain_encoder
+from coref_pipeline.pretraining.run import PretrainParameters, pretrain_encoder, text_documents
 from coref_pipeline.training import Run
 
 
 def pretrain(segmented: Mapping[str, Any], segmentation: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """Pretrain the chosen preset's encoder on the train split; the encoder directory goes to ``out_dir``, a
-    killed run resumes from ``work_dir``. Returns the held-out metrics of the encoder kept."""
+    """Pretrain the chosen preset's encoder on the train split (and the plain text named in ``text``); the encoder
+    directory goes to ``out_dir``, a killed run resumes from ``work_dir``. Returns the held-out metrics of the
+    encoder kept."""
     parameters = PretrainParameters.from_dict(params)
     config, training = parameters.settings()
     run = Run(
@@ -22,4 +23,6 @@ def pretrain(segmented: Mapping[str, Any], segmentation: dict[str, Any], params:
         log_params={"preset": parameters.preset},
         work_dir_parameter="pretrain.work_dir",
     )
-    return pretrain_encoder(SegmentedCorpus(segmented, segmentation), config, training, run, parameters.out_dir)
+    more_text = text_documents(parameters.text, config.encoder, config.max_segment_len)
+    corpus = SegmentedCorpus(segmented, segmentation)
+    return pretrain_encoder(corpus, config, training, run, parameters.out_dir, more_text)

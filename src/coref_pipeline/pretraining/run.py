@@ -242,7 +242,8 @@ def _pretrain_on_rank(engine: Engine, job: _PretrainJob) -> dict[str, Any]:
     plan = StepPlan(steps_at_most(training, len(job.train), engine.world_size), training.warmup_ratio)
     optimisers = build_optimisers(model, [], training, plan)  # one AdamW (decoupled decay) over every parameter
     masking = MaskBatch(config.scheme(), job.tokenizer, config.max_span_subtokens)
-    held_out = [masking.masked(batch, random.Random(training.seed)) for batch in job.held_out]  # masks fixed once
+    draws = random.Random(training.seed)
+    held_out = [masking.masked(batch, draws) for batch in job.held_out]  # masked once: every evaluation the same
 
     latest: dict[str, Any] = {}
 

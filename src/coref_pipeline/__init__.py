@@ -5,6 +5,7 @@ the benchmarks all call::
 
     from coref_pipeline import preprocess_corpus, segment_corpus      # CoNLL-2012 -> jsonlines
     from coref_pipeline import train_baseline, train_incremental      # jsonlines -> model directory
+    from coref_pipeline import pretrain_encoder                       # jsonlines -> encoder directory (SpanBERT's objectives)
     from coref_pipeline import CorefModel                             # CorefModel.load(DIR).predict(text)
     from coref_pipeline import evaluate_predictions                   # official CoNLL-2012 metrics
 """
@@ -26,6 +27,7 @@ _ENTRY_POINTS = {
     "SegmentedCorpus": "coref_pipeline.corpus",
     "train_baseline": "coref_pipeline.training",
     "train_incremental": "coref_pipeline.training",
+    "pretrain_encoder": "coref_pipeline.pretraining.run",
     "evaluate_predictions": "coref_pipeline.evaluation.report",
 }
 __all__ = sorted(_ENTRY_POINTS)

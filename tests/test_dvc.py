@@ -22,6 +22,7 @@ from .paths import PROJECT_ROOT
 ALL_STAGES = {
     "preprocess",
     "segment",
+    "pretrain",
     "coref_train",
     "incremental_train",
     "evaluate@baseline",

@@ -95,8 +95,8 @@ class SpanBertPretrainer(nn.Module):
     def training_losses(self, batch: MaskedBatch) -> Iterator[torch.Tensor]:
         """The one loss of a step (what ``training_step`` backpropagates); its parts are kept for ``report``."""
         parts = self.losses(batch)
-        kept = [parts[name].detach().float() for name in ("mlm_loss", "sbo_loss", "correct", "predicted")]
-        self._running += torch.tensor([*(float(value) for value in kept), 1.0], dtype=torch.float64)
+        kept = torch.stack([parts[name].detach().float() for name in ("mlm_loss", "sbo_loss", "correct", "predicted")])
+        self._running += torch.tensor([*kept.tolist(), 1.0], dtype=torch.float64)  # one copy from the device
         yield parts["loss"]
 
     def report(self) -> dict[str, float]:

@@ -17,7 +17,7 @@ import json
 import logging
 import random
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
@@ -110,20 +110,17 @@ class PretrainParameters(Config):
         return pretrain_settings(self.presets, self.preset, self.overrides)
 
 
-def _quiet_transformers() -> contextlib.AbstractContextManager:
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
     """Transformers' load reports silenced (a missing masked-LM head is expected and said in one line here)."""
     from transformers.utils import logging as hf_logging
 
-    @contextlib.contextmanager
-    def quiet():
-        level = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()
-        try:
-            yield
-        finally:
-            hf_logging.set_verbosity(level)
-
-    return quiet()
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
 
 
 def text_documents(paths: Sequence[str | Path], tokenizer_name: str, max_segment_len: int) -> list[dict[str, Any]]:

@@ -8,9 +8,10 @@ Two computations are rearranged without changing their value (tests compare
 them with the direct form):
 
 * the mention FFNN's first layer is linear in the parts of g = [h_start; h_end;
-  width; head], so it is computed per token and summed per span, and the head
-  attention sums precomputed partial sums (spans.span_attention_sums), instead of
-  materialising every candidate's g;
+  width; head], so it is computed per token and summed per span: the head's part
+  is the attention-weighted sum of the tokens' projections, summed from
+  precomputed partial sums (spans.span_attention_sums), instead of materialising
+  every candidate's g;
 * the pair FFNN's first layer is split the same way: the target and candidate
   parts are projected once per span, only the product part is computed per pair.
 """
@@ -103,19 +104,14 @@ class SpanScorer(nn.Module):
         parts += [h] if self.config.model_heads else []
         weights = first.weight.split(parts, dim=1)  # each [ffnn, part]
         start_part = torch.addmm(first.bias, hidden, weights[0].T)  # [n, ffnn], the bias folded in
-        # Per-span inputs (width, head) go through one GEMM that accumulates onto the gathered start
-        # part; the end part is added in place: [spans, ffnn] is the largest tensor here.
-        span_inputs, span_weights = [], []
-        if self.config.use_features:
-            span_inputs.append(width_features)
-            span_weights.append(weights[2])
+        pre = start_part.index_select(0, starts)  # [spans, ffnn]: the largest tensor here
+        if self.config.use_features:  # the width part, one GEMM accumulating onto the start part
+            pre = torch.addmm(pre, width_features, weights[2].T)
         if self.config.model_heads:
+            # W (sum_t a_t h_t) = sum_t a_t (W h_t): the head's attention sums run over the projected
+            # tokens, [n, ffnn], instead of a [spans, H] x [H, ffnn] GEMM per candidate.
             logits = self.mention_word_attn(hidden).squeeze(1)  # [n]
-            span_inputs.append(span_attention_sums(logits, hidden, starts, ends))  # [spans, H]
-            span_weights.append(weights[-1])
-        pre = start_part.index_select(0, starts)  # [spans, ffnn]
-        if span_inputs:
-            pre = torch.addmm(pre, torch.cat(span_inputs, dim=1), torch.cat(span_weights, dim=1).T)
+            pre.add_(span_attention_sums(logits, hidden @ weights[-1].T, starts, ends))  # [spans, ffnn]
         pre.add_((hidden @ weights[1].T).index_select(0, ends))
         scores = self.mention_scores.from_first_layer(pre, overwrite=True, keep_masks=keep_masks).squeeze(1)
         return self._with_width_prior(scores, ends - starts, width_prior)  # [spans]

@@ -106,10 +106,11 @@ class CorefModel:
         ``max_top_antecedents`` (baseline): the antecedents per span kept by the coarse
         score for the fine FFNN at inference, instead of the model's own (50): fewer is
         faster, the fine stage's cost is proportional to it, and may cost F1
-        (docs/benchmarks.md measures both on LitBank). ``min_coarse_score`` (baseline): at
-        inference, antecedents whose coarse score is at most this are not scored by the fine
-        FFNN, instead of the model's own setting (None: all are; on LitBank 0 leaves a third of
-        the pairs and the same dev F1, docs/benchmarks.md).
+        (docs/benchmarks.md measures both on LitBank). ``min_coarse_score``: at inference,
+        antecedents (the incremental model's columns) whose coarse score is at most this are not
+        scored by the fine FFNN, instead of the model's own setting (None: all are; on LitBank 0
+        leaves a third of the baseline's pairs and the same test F1, docs/benchmarks.md); the
+        incremental model takes it with ``score: calibrated`` only.
         """
         target = resolve_device(device)
         model_type, model_config, encoder_config, state_dict, tokenizer = load_model_directory(directory)
@@ -121,17 +122,14 @@ class CorefModel:
         config = config_class.from_dict(model_config)
         if max_inference_subtokens is not None and model_type == "baseline":
             config = dataclasses.replace(config, max_inference_subtokens=max_inference_subtokens)
-        fine_stage = {  # the baseline's fine-stage settings given here, replacing the model's own
+        if max_top_antecedents is not None and model_type != "baseline":
+            raise ConfigError(f"max_top_antecedents is a baseline setting; {directory} holds a {model_type!r} model")
+        fine_stage = {  # the fine-stage settings given here, replacing the model's own
             name: value
             for name, value in (("max_top_antecedents", max_top_antecedents), ("min_coarse_score", min_coarse_score))
             if value is not None
         }
-        if fine_stage and model_type != "baseline":
-            named = " and ".join(fine_stage) + (
-                " is a baseline setting" if len(fine_stage) == 1 else " are baseline settings"
-            )
-            raise ConfigError(f"{named}; {directory} holds a {model_type!r} model")
-        config = dataclasses.replace(config, **fine_stage)
+        config = config_class.from_dict({**config.to_dict(), **fine_stage}) if fine_stage else config
         model = model_class(config, SegmentEncoder.from_config(encoder_config))
         model.load_state_dict(state_dict)
         model.to(target).eval()

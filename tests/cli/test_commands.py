@@ -393,7 +393,7 @@ def test_predict_too_long_for_the_baseline_is_a_clear_error(tmp_path, tiny_model
     assert run(["predict", "--model", str(tiny_models[1]), str(source), str(tmp_path / "o.jsonl")]) == 0
 
 
-def test_predict_max_antecedents_is_for_the_baseline(tmp_path, tiny_models, capsys):
+def test_predict_max_antecedents_is_for_the_baseline_and_the_coarse_floor_for_both(tmp_path, tiny_models, capsys):
     source = tmp_path / "text.txt"
     source.write_text("Ada wrote a note. She sent it to Charles. He read it twice. " * 3, encoding="utf-8")
     out = tmp_path / "o.jsonl"
@@ -404,8 +404,10 @@ def test_predict_max_antecedents_is_for_the_baseline(tmp_path, tiny_models, caps
     assert "max_top_antecedents is a baseline setting" in capsys.readouterr().err
     assert run(["predict", "--model", str(tiny_models[0]), "--min-coarse-score", "0", str(source), str(out)]) == 0
     capsys.readouterr()
-    assert run(["predict", "--model", str(tiny_models[1]), "--min-coarse-score", "0", str(source), str(out)]) == 2
-    assert "min_coarse_score is a baseline setting" in capsys.readouterr().err
+    # The incremental model (score: calibrated) takes the floor too.
+    assert run(["predict", "--model", str(tiny_models[1]), "--min-coarse-score", "0", str(source), str(out)]) == 0
+    assert out.read_text(encoding="utf-8").count("\n") == 1
+    capsys.readouterr()
     assert run(["predict", "--model", str(tiny_models[0]), "--max-antecedents", "0", str(source), str(out)]) == 2
     assert "--max-antecedents" in capsys.readouterr().err
 

@@ -545,6 +545,60 @@ def test_the_entity_prefilter_scores_the_top_k_by_coarse_score_exactly(score):
     assert_reordered_close(with_gold[worst], reference[worst], terms)
 
 
+@pytest.mark.parametrize("limit", [None, 4])
+def test_the_coarse_floor_scores_only_the_columns_above_it_exactly(limit):
+    torch.manual_seed(0)
+    model = IncrementalCorefModel(incremental_config(max_top_entities=limit), tiny_encoder()).eval()
+    memory = memory_of(model, count=12, updated=3)  # 15 columns, 3 of them superseded
+    mention = torch.randn(model.span_dim)
+    source = model.src_projection(mention).detach()
+    columns = torch.cat([memory.base_embeddings, torch.stack(memory.fresh_embeddings)])
+    priors = torch.cat([memory.base_priors, torch.stack(memory.fresh_priors)])
+    coarse = columns @ source + priors  # [15]: the entity's prior + the bilinear term
+    with torch.no_grad():
+        reference = model.pair_scores(memory, mention, (1000, 1000), PairFeatures(0), mention_source=source)
+    floor = float(coarse[torch.isfinite(reference)].median())  # about half the scored columns above it
+    with torch.no_grad():
+        scores = model.pair_scores(memory, mention, (1000, 1000), PairFeatures(0), mention_source=source, floor=floor)
+    # At or below the floor: -inf, never scored; above it, the scores without a floor (the same GEMMs on fewer rows).
+    assert torch.isfinite(scores).tolist() == (torch.isfinite(reference) & (coarse > floor)).tolist()
+    assert int(torch.isfinite(scores).sum()) >= 2 and int((torch.isfinite(reference) & (coarse <= floor)).sum()) >= 2
+    finite = torch.isfinite(scores)
+    assert_reordered_close(scores[finite], reference[finite], ffnn_terms(model.pair_scorer.slow_antecedent_scores))
+
+
+def test_the_coarse_floor_is_for_inference_with_the_calibrated_score():
+    model = IncrementalCorefModel(incremental_config(min_coarse_score=0.5), tiny_encoder())
+    scores = torch.tensor([1.0, -2.0])
+    assert model.eval().coarse_floors(scores).tolist() == [-0.5, 2.5]  # F - s_m(m): the pair's whole coarse > F
+    assert model.train().coarse_floors(scores) is None  # training scores every column
+    assert IncrementalCorefModel(incremental_config(), tiny_encoder()).eval().coarse_floors(scores) is None
+    with pytest.raises(ConfigError, match="'min_coarse_score' needs score: calibrated"):
+        incremental_config(score="paper", min_coarse_score=0.0)
+
+
+@pytest.mark.parametrize(
+    "slots", [dict(), dict(recent_mentions=2, entity_representation=False)], ids=["repr", "2_mentions"]
+)
+@pytest.mark.parametrize("limit", [None, 2])
+def test_batch_per_segment_with_the_coarse_floor_makes_the_same_decisions_on_fewer_pairs(monkeypatch, limit, slots):
+    document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
+    outputs, logs = {}, {}
+    for batch, floor in ((True, 0.0), (False, 0.0), (True, None)):
+        model = batching_model(batch, max_top_entities=limit, min_coarse_score=floor, **slots).eval()
+        logs[batch, floor] = ScoringLog(model, monkeypatch)
+        with torch.no_grad():
+            outputs[batch, floor] = model(document)
+    batched, single = outputs[True, 0.0], outputs[False, 0.0]
+    assert batched.clusters == single.clusters and batched.kept_spans == single.kept_spans
+    assert len(batched.clusters) >= 3
+    terms = ffnn_terms(model.pair_scorer.slow_antecedent_scores) + 2 * model.span_dim
+    for found, expected in zip(logs[True, 0.0].logits, logs[False, 0.0].logits, strict=True):
+        assert_reordered_close(found, expected, terms)
+    # The floor left pairs out of the segments' batched passes.
+    assert 0 < logs[True, 0.0].pairs < logs[True, None].pairs
+
+
 def test_with_k_at_least_the_number_of_entities_the_decisions_are_identical(monkeypatch):
     document = tiny_tensors(make_document(num_segments=3), tiny_config())
 
@@ -590,6 +644,7 @@ class ScoringLog:
     def __init__(self, model: IncrementalCorefModel, monkeypatch: pytest.MonkeyPatch) -> None:
         self.logits: list[torch.Tensor] = []
         self.index_rows: list[int] = []  # rows of the index of each PairScorer.scores call
+        self.pairs = 0  # pairs through the fine FFNN
         self.on_demand = 0  # per-span fine calls that include a base entity not superseded (batched path)
         self.superseded = 0  # pair_scores calls with a superseded base row
         self.own_looked_up = 0  # fresh mention columns whose score came from base_scores (its own spans)
@@ -604,6 +659,7 @@ class ScoringLog:
 
         def logged_scores(targets, candidates, index, *args, **kwargs):
             self.index_rows.append(index.shape[0])
+            self.pairs += index.numel()
             return scores(targets, candidates, index, *args, **kwargs)
 
         def logged_score_against(entities, projections, priors, ids, memory, *args):

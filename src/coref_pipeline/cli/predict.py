@@ -47,8 +47,8 @@ DESCRIPTION = (
 @click.option(
     "--min-coarse-score",
     type=float,
-    help="baseline: antecedents whose coarse score is at most this are not scored by the fine FFNN "
-    "(default: the model's setting, none); fewer fine pairs is faster (docs/benchmarks.md measures the trade-off)",
+    help="antecedents (the incremental model's columns) whose coarse score is at most this are not scored by the "
+    "fine FFNN (default: the model's setting); fewer fine pairs is faster (docs/benchmarks.md measures the trade-off)",
 )
 @click.option(
     "--device",

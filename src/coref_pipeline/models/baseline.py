@@ -18,7 +18,7 @@ from coref_pipeline.models.config import BaselineConfig, require_resolved
 from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.layers import Dropout, init_weights
-from coref_pipeline.models.scorers import NUM_DISTANCE_BUCKETS, PairScorer, SpanScorer, compute_dtype
+from coref_pipeline.models.scorers import NUM_DISTANCE_BUCKETS, PairScorer, SpanScorer
 from coref_pipeline.models.spans import bucket_distance, gold_mention_loss, span_cluster_ids, top_k_in_order
 
 
@@ -137,26 +137,7 @@ class BaselineCorefModel(nn.Module):
         """
         if scored is None:
             return self.pair_scorer.scores(span_emb, span_emb, antecedents, features)
-        rows, columns = scored.nonzero(as_tuple=True)  # [pairs] each
-        if not rows.numel():  # no pair above the floor
-            return span_emb.new_full(antecedents.shape, float("-inf"), dtype=torch.float32)
-        weights = self.pair_scorer.first_layer_parts()
-        # Cast to the compute dtype per span, then gathered per pair: under bf16 autocast, no fp32
-        # [pairs, D] or [pairs, ffnn] copies.
-        dtype = compute_dtype(span_emb)
-        target_projection = self.pair_scorer.project_targets(span_emb, weights).to(dtype)  # [k, ffnn]
-        span_emb = span_emb.to(dtype)  # [k, D]
-        packed = self.pair_scorer.scores(
-            span_emb.index_select(0, rows),  # [pairs, D]: each pair its own target
-            span_emb,
-            antecedents[rows, columns].unsqueeze(1),  # [pairs, 1]
-            None if features is None else features[rows, columns].unsqueeze(1),  # [pairs, 1, features]
-            parts=weights,
-            target_projection=target_projection.index_select(0, rows),  # [pairs, ffnn]
-        )  # [pairs, 1]
-        scores = packed.new_full(antecedents.shape, float("-inf"))  # [k, c]
-        scores[rows, columns] = packed.squeeze(1)
-        return scores
+        return self.pair_scorer.scores_where(scored, span_emb, span_emb, antecedents, features)
 
     # ---------------------------------------------------------------- forward
     def forward(self, document: DocumentTensors, with_loss: bool = True) -> CorefOutput:

@@ -204,6 +204,9 @@ class IncrementalConfig(SpanModelConfig):
     # that antecedent; the entity's score is the best of them (and of its representation). 0: the paper's.
     recent_mentions: int = 0
     entity_representation: bool = True  # false: an entity is scored by its recent mentions only
+    # Inference only, with score: calibrated, as the baseline's: a column whose coarse score (s_m of the mention
+    # and of the column's + the bilinear term) is at most this is not scored by the fine FFNN (-inf). None: all are.
+    min_coarse_score: float | None = None
     # score a segment's spans against the entities at its start in one pass (same decisions); false: one span at a time
     batch_per_segment: bool = True
     finetune_encoder: bool = False
@@ -239,6 +242,10 @@ class IncrementalConfig(SpanModelConfig):
         self.require(
             self.max_top_entities is None or self.max_top_entities >= 1, "max_top_entities", "at least 1 or null"
         )
+        if self.min_coarse_score is not None and self.score != "calibrated":
+            raise ConfigError(
+                f"{self.what} key 'min_coarse_score' needs score: calibrated (score: {self.score} has no coarse term)"
+            )
         for name in ("evict_singleton_distance", "evict_distance"):
             value = getattr(self, name)
             self.require(value is None or value >= 0, name, "a number of subtokens, 0 or more, or null")

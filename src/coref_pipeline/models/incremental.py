@@ -774,6 +774,7 @@ class IncrementalCorefModel(nn.Module):
         required: Sequence[int] = (),
         base: BaseScores | None = None,
         batch_columns: list[torch.Tensor] | None = None,
+        floor: float | None = None,
     ) -> torch.Tensor:
         """PAIRSCORE(m, e) for every column of ``memory.columns()``, unscored ones -inf: ``[num_columns]``.
 
@@ -788,14 +789,16 @@ class IncrementalCorefModel(nn.Module):
         ``mention_source``: ``src_projection(m)`` ``[D]`` (calibrated only);
         ``base``: the mention's scores against the base rows from ``base_scores`` (None: scored here);
         ``batch_columns``: a list that receives ``[num_columns]``: each column's column in ``base_scores``'
-        pass where its score was taken from it, else -1 (for the loss, ``SegmentLoss``).
+        pass where its score was taken from it, else -1 (for the loss, ``SegmentLoss``);
+        ``floor`` (inference with ``min_coarse_score``, ``coarse_floors``): a column whose coarse score
+        (the entity's prior + the bilinear term) is at most this is -inf, not scored by the fine FFNN.
         """
         weights = weights or self.pair_scorer.first_layer_parts()
         if mention_projection is None:
             mention_projection = self.pair_scorer.project_targets(mention[None], weights)[0]
         if self.uses_coarse and mention_source is None:
             mention_source = self.src_projection(mention)
-        context = (memory, mention, mention_projection, mention_source, span, features, weights)
+        context = (memory, mention, mention_projection, mention_source, span, features, weights, floor)
         limit = self.config.max_top_entities
         num_columns = len(memory.base_ids) + len(memory.fresh_ids)
         if limit is not None and base is not None and base.own_fine is not None:  # fresh columns stacked if needed
@@ -836,8 +839,30 @@ class IncrementalCorefModel(nn.Module):
         span: Span,
         features: PairFeatures,
         weights: tuple[torch.Tensor, ...],
+        floor: float | None = None,
     ) -> torch.Tensor:
-        """``pair_scores`` of one mention against the entities ``ids`` (``entities`` ``[E, D]``): ``[E]``."""
+        """``pair_scores`` of one mention against the entities ``ids`` (``entities`` ``[E, D]``): ``[E]``;
+        with a ``floor`` (``pair_scores``) the entities at or below it by coarse score are -inf, unscored."""
+        if floor is not None:
+            above = (self._coarse(entities, priors, mention_source) > floor).nonzero().squeeze(1)  # [E']
+            if above.numel() < len(ids):
+                scores = torch.full((len(ids),), float("-inf"), device=mention.device)  # [E]
+                if above.numel():
+                    rows = above.tolist()
+                    scores[above] = self._score_against(
+                        entities[above],
+                        projections[above],
+                        priors[above],
+                        [ids[row] for row in rows],
+                        memory,
+                        mention,
+                        mention_projection,
+                        mention_source,
+                        span,
+                        features,
+                        weights,
+                    )
+                return scores
         device = mention.device
         anchors = features.locate([memory.anchor(column_id) for column_id in ids], device).unsqueeze(0)  # [1, E, 2]
         index = torch.arange(len(ids), device=device).unsqueeze(0)  # [1, E]
@@ -982,6 +1007,7 @@ class IncrementalCorefModel(nn.Module):
         features: PairFeatures,
         weights: tuple[torch.Tensor, ...],
         gold: GoldAntecedents | None = None,
+        floors: torch.Tensor | None = None,
     ) -> tuple[list[BaseScores], torch.Tensor]:
         """Each of a segment's spans against the entities at its start (``memory.base_*``), in one pass.
 
@@ -995,6 +1021,8 @@ class IncrementalCorefModel(nn.Module):
         ``gold`` (training): each span's gold base rows (``gold_columns``) are computed here first, then its best
         other columns by coarse score: the decisions require them, and would otherwise score them on demand, one
         span at a time. The values are the same either way; only where they are computed changes.
+        ``floors`` (inference with ``min_coarse_score``): each span's ``coarse_floors``; a pair whose coarse
+        score is at most its span's floor is -inf, not scored by the fine FFNN.
         """
         k, num_base = len(spans), len(memory.base_ids)
         device = embeddings.device
@@ -1036,24 +1064,27 @@ class IncrementalCorefModel(nn.Module):
             index = torch.topk(ranking, scored, dim=1).indices  # [k, K + margin]
             anchors = anchors.gather(1, index.unsqueeze(2).expand(-1, -1, 2))  # [k, K + margin, 2]
         phi = features(self.pair_scorer, located, anchors)  # [k, T or K + margin, F]
+        scored_pairs = None  # [k, T or K + margin]: with floors, the pairs above them
+        if floors is not None:
+            scored_pairs = priors[index] + bilinear.gather(1, index) > floors.unsqueeze(1)
         # In chunks of spans: the fine FFNN's [spans, T, ffnn] input stays within BASE_SCORE_CHUNK_ELEMENTS,
         # so inference memory does not grow with the number of active entities times the spans.
         width = index.shape[1] * (self.span_dim + self.config.ffnn_size)
         step = max(1, BASE_SCORE_CHUNK_ELEMENTS // max(1, width))
-        fine = torch.cat(
-            [
-                self.pair_scorer.scores(
-                    embeddings[first : first + step],
-                    candidates,
-                    index[first : first + step],
-                    phi[first : first + step] if phi is not None else None,
-                    candidate_projection=projections,
-                    parts=weights,
-                    target_projection=target_projections[first : first + step],
-                )
-                for first in range(0, k, step)
-            ]
-        )  # [k, T] or [k, K + margin]
+        chunks = []
+        for first in range(0, k, step):
+            rows = slice(first, first + step)
+            arguments = (embeddings[rows], candidates, index[rows], phi[rows] if phi is not None else None)
+            projected = {
+                "candidate_projection": projections,
+                "parts": weights,
+                "target_projection": target_projections[rows],
+            }
+            if scored_pairs is None:
+                chunks.append(self.pair_scorer.scores(*arguments, **projected))
+            else:
+                chunks.append(self.pair_scorer.scores_where(scored_pairs[rows], *arguments, **projected))
+        fine = torch.cat(chunks)  # [k, T] or [k, K + margin]
         if calibrated:  # as _score_against adds them
             fine = fine + priors[index] + bilinear.gather(1, index)
         known = None
@@ -1117,6 +1148,14 @@ class IncrementalCorefModel(nn.Module):
         draws = torch.rand(len(spans), device="cpu").tolist()
         return [index for index, span in enumerate(spans) if draws[index] < rate or gold.is_gold(span)]
 
+    def coarse_floors(self, mention_scores: torch.Tensor) -> torch.Tensor | None:
+        """At inference with ``min_coarse_score`` F, each span's least coarse score (prior + bilinear) for a column
+        to go through the fine FFNN: ``F - s_m(m)`` ``[k]``, so that a pair's whole coarse score s_m(m) + s_m(j) +
+        bilinear must exceed F, as the baseline's floor; None in training or without the setting."""
+        if self.training or self.config.min_coarse_score is None:
+            return None
+        return self.config.min_coarse_score - mention_scores.detach().float()
+
     def may_start_entity(self, mention_score: torch.Tensor) -> bool:
         """False for a span too unlikely a mention to start an entity (``min_mention_score``; it may join one)."""
         threshold = self.config.min_mention_score
@@ -1151,6 +1190,7 @@ class IncrementalCorefModel(nn.Module):
         sources = self.src_projection(embeddings) if self.uses_coarse else None  # [k, D]
         spans = list(zip(starts, ends, strict=True))
         read = self.sampled_spans(spans, gold) if train and gold is not None else list(range(len(spans)))
+        floors = self.coarse_floors(mention_scores)  # [k] or None
         base = batch = None  # each read span's scores against the entities at the segment's start, all of them
         if config.batch_per_segment and (memory.base_ids or self.scores_own_spans) and read:
             rows = torch.tensor(read, dtype=torch.long, device=embeddings.device) if len(read) < len(spans) else None
@@ -1171,9 +1211,11 @@ class IncrementalCorefModel(nn.Module):
                 features,
                 weights,
                 gold if train else None,
+                floors if rows is None or floors is None else floors.index_select(0, rows),
             )
         replay = SegmentLoss(memory, batch) if train and gold is not None and config.batch_per_segment else None
         loss = None
+        span_floors = floors.tolist() if floors is not None else [None] * len(spans)
         for position, index in enumerate(read):
             span = spans[index]
             mention = embeddings[index]  # [D]
@@ -1204,6 +1246,7 @@ class IncrementalCorefModel(nn.Module):
                     required,
                     base[position] if base is not None else None,
                     batch_columns,
+                    span_floors[index],
                 )  # [columns]
                 scores = scores + mention_scores[index]
                 logits = torch.cat([scores.new_full((1,), config.threshold), scores])  # [columns + 1], 0: new

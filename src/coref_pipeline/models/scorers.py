@@ -320,6 +320,41 @@ class PairScorer(nn.Module):
         scores = self.slow_antecedent_scores.from_first_layer(pre, overwrite=True).squeeze(2)  # [k, c]
         return scores.float()  # fp32 for the loss
 
+    def scores_where(
+        self,
+        scored: torch.Tensor,
+        targets: torch.Tensor,
+        candidates: torch.Tensor,
+        index: torch.Tensor,
+        features: torch.Tensor | None,
+        candidate_projection: torch.Tensor | None = None,
+        parts: tuple[torch.Tensor, ...] | None = None,
+        target_projection: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``scores`` of the pairs where ``scored`` (``[k, c]`` bool) holds, packed into one batch; -inf
+        elsewhere: ``[k, c]``. The FFNN's cost follows the pairs scored, not ``k * c``."""
+        rows, columns = scored.nonzero(as_tuple=True)  # [pairs] each
+        result = torch.full(index.shape, float("-inf"), device=index.device)  # [k, c], fp32 as ``scores``
+        if not rows.numel():
+            return result
+        weights = parts or self.first_layer_parts()
+        # Cast to the compute dtype per target, then gathered per pair: under bf16 autocast, no fp32
+        # [pairs, D] or [pairs, ffnn] copies.
+        dtype = compute_dtype(targets)
+        if target_projection is None:
+            target_projection = self.project_targets(targets, weights)  # [k, ffnn]
+        packed = self.scores(
+            targets.to(dtype).index_select(0, rows),  # [pairs, D]: each pair its own target
+            candidates,
+            index[rows, columns].unsqueeze(1),  # [pairs, 1]
+            None if features is None else features[rows, columns].unsqueeze(1),  # [pairs, 1, features]
+            candidate_projection=candidate_projection,
+            parts=weights,
+            target_projection=target_projection.to(dtype).index_select(0, rows),  # [pairs, ffnn]
+        )  # [pairs, 1]
+        result[rows, columns] = packed.squeeze(1)
+        return result
+
 
 def compute_dtype(tensor: torch.Tensor) -> torch.dtype:
     """The dtype matmuls on ``tensor``'s device compute in: autocast's when it is on, else the tensor's."""

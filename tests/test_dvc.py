@@ -148,3 +148,15 @@ def test_repro_rerun_invalidation_metrics_diff_push_and_pull(repository, tmp_pat
         assert (clone / path).read_bytes() == (repository / path).read_bytes(), path
     assert "up to date" in run(["dvc", "status"], clone)
     assert stages_run(run(["dvc", "repro"], clone)) == set()
+
+    # More pretraining text: a .txt file in the default folder re-runs pretrain, and the new encoder
+    # directory is a changed dependency of coref_train (which fine-tunes it with encoder_from).
+    (repository / "data" / "01_raw" / "pretrain_text" / "more.txt").write_text(
+        "Ada wrote to Charles about the engine. He replied at once, and she read his letter twice. " * 20
+    )
+    status = json.loads(run(["dvc", "status", "--json"], repository).strip().splitlines()[-1])
+    assert set(status) == {"pretrain"}, status
+    assert stages_run(run(["dvc", "repro", "pretrain"], repository)) == {"pretrain"}
+    status = json.loads(run(["dvc", "status", "--json"], repository).strip().splitlines()[-1])
+    changed = [entry.get("changed deps", {}) for entry in status.get("coref_train", []) if isinstance(entry, dict)]
+    assert any("data/06_models/pretrained_encoder" in deps for deps in changed), status

@@ -158,3 +158,23 @@ def test_plain_text_files_and_folders_become_segmented_training_documents(encode
     assert documents[1]["sentences"] == [["[CLS]", "w30", "w31", "[UNK]", "[SEP]"]]  # "." is not in its vocabulary
     with pytest.raises(ConfigError, match="neither a file nor a folder"):
         text_documents([tmp_path / "missing.txt"], str(encoder_dir), 16)
+    # A folder without .txt files (the default data/01_raw/pretrain_text before a user fills it) adds nothing.
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "README.md").write_text("not read\n")
+    assert text_documents([tmp_path / "empty"], str(encoder_dir), 16) == []
+
+
+def test_the_default_text_folder_is_in_the_repository_and_a_dependency_of_the_dvc_stage():
+    import yaml
+
+    from ..paths import PROJECT_ROOT
+
+    parameters = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_pretrain.yml").read_text())["pretrain"]
+    stages = yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())["stages"]
+    for folder in parameters["text"]:
+        assert (PROJECT_ROOT / folder).is_dir() and folder in stages["pretrain"]["deps"]
+    # coref_train depends on the encoder directory pretrain writes (encoder_from names it)
+    assert parameters["out_dir"] in stages["coref_train"]["deps"]
+    assert parameters["out_dir"] in [
+        next(iter(out)) if isinstance(out, dict) else out for out in stages["pretrain"]["outs"]
+    ]

@@ -137,8 +137,8 @@ def text_documents(paths: Sequence[str | Path], tokenizer_name: str, max_segment
         path = Path(name)
         if path.is_dir():
             found = sorted(path.rglob("*.txt"))
-            if not found:
-                raise ConfigError(f"pretrain key 'text': the folder {path} holds no .txt file")
+            if not found:  # the default folder, data/01_raw/pretrain_text, is empty until a user fills it
+                logger.info("pretrain text: no .txt file in %s, nothing added from it", path)
             files += found
         elif path.is_file():
             files.append(path)

@@ -27,6 +27,7 @@ ALL_STAGES = {
     "incremental_train",
     "evaluate@baseline",
     "evaluate@incremental",
+    "evaluate_summary",
 }
 
 
@@ -113,6 +114,7 @@ def test_repro_rerun_invalidation_metrics_diff_push_and_pull(repository, tmp_pat
         "incremental_train",
         "evaluate@baseline",
         "evaluate@incremental",
+        "evaluate_summary",
     }
 
     diff = json.loads(run(["dvc", "metrics", "diff", "--json"], repository).strip().splitlines()[-1])
@@ -127,6 +129,24 @@ def test_repro_rerun_invalidation_metrics_diff_push_and_pull(repository, tmp_pat
     assert "counts" not in shown and "recall" not in shown  # raw counts live in scores_*.json
     text = run(["dvc", "metrics", "diff"], repository)
     assert "conll_f1" in text and "coref_train_dev_metrics.json" in text
+
+    # A named test set (its file in data/01_raw/test_sets, its name in evaluate.test_sets): only the
+    # evaluation stages re-run, and `dvc metrics show` lists the new set's figures for each model.
+    sets = repository / "data" / "01_raw" / "test_sets"
+    shutil.copy(repository / "data" / "01_raw" / "sample" / "test.english.v4_gold_conll", sets / "again.conll")
+    edit_yaml(
+        repository / "conf" / "base" / "parameters_evaluate.yml",
+        lambda d: d["evaluate"].update(test_sets={"again": {"path": "data/01_raw/test_sets/again.conll"}}),
+    )
+    fourth = run(["dvc", "repro"], repository)
+    assert stages_run(fourth) == {"evaluate@baseline", "evaluate@incremental", "evaluate_summary"}, fourth
+    shown = run(["dvc", "metrics", "show"], repository)
+    for model in ("baseline", "incremental"):
+        again = json.loads((repository / f"data/08_reporting/test_sets/{model}/again.json").read_text())
+        test = json.loads((repository / f"data/08_reporting/metrics_{model}_test.json").read_text())
+        assert again == test  # the same file under another name: the same figures
+        assert f"data/08_reporting/test_sets/{model}/again.json" in shown
+    assert max(len(line) for line in shown.splitlines()) <= 120, shown
 
     # Share through a local remote; a fresh clone gets every output without recomputing.
     remote = tmp_path / "remote"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -81,6 +82,96 @@ def test_train_and_evaluate_with_the_embedded_encoder(project_copy):
         during_training = json.loads((reporting / f"{training_file}_dev_metrics.json").read_text())
         assert during_training == json.loads((reporting / f"metrics_{model}_dev.json").read_text())
         assert set(during_training) == {"conll_f1", "muc_f1", "bcub_f1", "ceafe_f1", "lea_f1"}
+
+
+def cli_scores(key: Path, response: Path, remove_singletons: bool) -> dict[str, float]:
+    """The ``coref-pipeline score`` command's figures on a response, in percent."""
+    command = [sys.executable, "-m", "coref_pipeline", "score", str(key), str(response), "--json"]
+    command += ["--metrics", "muc,bcub,ceafe,lea"] + (["--remove-singletons"] if remove_singletons else [])
+    result = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+    return {"conll_f1": 100 * result["conll_f1"], **{f"{m}_f1": 100 * v["f1"] for m, v in result["metrics"].items()}}
+
+
+@pytest.mark.slow
+def test_evaluate_scores_every_model_on_named_test_sets(project_copy):
+    """Runs after the training test: two named sets (a CoNLL file, WinoBias's four) beside the corpus's test."""
+    from .evaluation.test_test_sets import write_winobias
+
+    sets = project_copy / "data" / "01_raw" / "test_sets"
+    write_winobias(sets / "winobias", "test")
+    sample_dev = project_copy / "data" / "01_raw" / "sample" / "dev.english.v4_gold_conll"
+    local = project_copy / "conf" / "local" / "parameters_evaluate.yml"
+    configured = {
+        "sample_dev": {"path": str(sample_dev), "remove_singletons": True},
+        "winobias": {"path": str(sets / "winobias"), "kind": "winobias"},
+    }
+    # A model named by parameter: a copy of the baseline's directory, which must score as the baseline does.
+    copy = project_copy / "data" / "06_models" / "copy_of_baseline"
+    shutil.copytree(project_copy / "data" / "06_models" / "baseline", copy)
+    local.write_text(yaml.safe_dump({"evaluate": {"test_sets": configured, "models": {"copy": str(copy)}}}))
+    kedro(project_copy, "run", "--pipelines=evaluate")
+    reporting, outputs = project_copy / "data" / "08_reporting", project_copy / "data" / "07_model_output"
+    parts = [f"winobias.{part}" for part in ("type1_pro", "type1_anti", "type2_pro", "type2_anti")]
+    summary = {(row["model"], row["set"]): row for row in csv.DictReader((reporting / "test_sets_summary.csv").open())}
+    for model in ("baseline", "incremental"):
+        folder = reporting / "test_sets" / model
+        assert sorted(path.name for path in folder.iterdir()) == sorted(
+            f"{n}.json" for n in ["test", "sample_dev", *parts]
+        )
+        assert json.loads((folder / "test.json").read_text()) == json.loads(
+            (reporting / f"metrics_{model}_test.json").read_text()
+        )
+        for name in ["sample_dev", *parts]:
+            metrics = json.loads((folder / f"{name}.json").read_text())
+            response = outputs / "test_sets" / model / f"{name}.response.v4_gold_conll"
+            assert (outputs / "test_sets" / model / f"{name}.scores.json").is_file()
+            for suffix in ("breakdown.csv", "documents.parquet", "f1_by_length.png"):
+                assert (outputs / "test_sets" / model / f"{name}.{suffix}").stat().st_size > 0
+            key = (
+                sample_dev
+                if name == "sample_dev"
+                else sets / "winobias" / f"test_{name.split('.')[1]}_stereotype.v4_auto_conll"
+            )
+            # Each metrics file is the command-line scorer's figures on that response (the set's singleton setting).
+            expected = cli_scores(key, response, remove_singletons=name == "sample_dev")
+            for metric, value in expected.items():
+                assert metrics[metric] == pytest.approx(value, abs=1e-4), (model, name, metric)
+            assert ("pronouns_linked" in metrics) == name.startswith("winobias")
+        for name in ["test", "sample_dev", *parts]:  # the summary's numbers are the metrics files'
+            metrics = json.loads((folder / f"{name}.json").read_text())
+            row = summary[model, name]
+            assert {metric: float(row[metric]) for metric in metrics if metric != "pronouns_linked"} == {
+                metric: value for metric, value in metrics.items() if metric != "pronouns_linked"
+            }
+    named = reporting / "test_sets_models" / "copy"
+    assert sorted(path.name for path in named.iterdir()) == sorted(f"{n}.json" for n in ["test", "sample_dev", *parts])
+    for path in named.iterdir():
+        assert json.loads(path.read_text()) == json.loads(
+            (reporting / "test_sets" / "baseline" / path.name).read_text()
+        )
+        assert summary["copy", path.stem] == {**summary["baseline", path.stem], "model": "copy"}
+    winobias = list(csv.DictReader((reporting / "winobias_summary.csv").open()))
+    assert [(row["model"], row["set"]) for row in winobias] == [
+        ("baseline", "winobias"),
+        ("incremental", "winobias"),
+        ("copy", "winobias"),
+    ]
+    assert "| model | test | sample_dev | winobias.type1_pro |" in (reporting / "test_sets_summary.md").read_text()
+    assert (reporting / "test_sets_summary.png").stat().st_size > 0
+
+    # A malformed set stops the run in one line naming the set and its file, before any model is loaded;
+    # nothing written earlier changes.
+    broken = sets / "broken.conll"
+    broken.write_text("#begin document (d); part 000\nd\t0\t0\tword\n#end document\n")
+    local.write_text(yaml.safe_dump({"evaluate": {"test_sets": {**configured, "broken": {"path": str(broken)}}}}))
+    written = {path: path.stat().st_mtime_ns for path in reporting.rglob("*") if path.is_file()}
+    result = kedro(project_copy, "run", "--pipelines=evaluate", check=False)
+    assert result.returncode != 0
+    output = result.stdout + result.stderr
+    assert f"test set 'broken': {broken}:2: " in " ".join(output.split())
+    assert "Completed node" not in output and "baseline_model" not in output
+    assert {path: path.stat().st_mtime_ns for path in reporting.rglob("*") if path.is_file()} == written
+    local.unlink()
 
 
 @pytest.mark.slow

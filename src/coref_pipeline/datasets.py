@@ -6,6 +6,7 @@ These adapt the library's readers and writers to Kedro's catalog; the library ne
 
 from __future__ import annotations
 
+import json
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -13,7 +14,7 @@ from kedro.io import AbstractDataset, DatasetError
 
 from coref_pipeline.conll import ConllFile
 from coref_pipeline.errors import OutputError, os_refusal
-from coref_pipeline.files import JsonLinesError, atomic_path, read_jsonlines, write_jsonlines
+from coref_pipeline.files import JsonLinesError, atomic_directory, atomic_path, read_jsonlines, write_jsonlines
 
 
 class _FileDataset(AbstractDataset):
@@ -79,6 +80,91 @@ class CorefModelDataset(AbstractDataset):
 
     def _describe(self) -> dict[str, Any]:
         return {"path": str(self._path)}
+
+
+class TestSetScoresDataset(AbstractDataset):
+    """One model's scores on the named test sets (``evaluate``'s ``score_{model}_test_sets``).
+
+    Saves ``{set: TestSetScores or a metrics dict}`` as two folders, each replaced whole: ``metrics_path``
+    holds one metrics file per set, ``SET.json`` (what ``dvc metrics show`` lists; a plain dict is written
+    as it is: the corpus's own ``test``), ``outputs_path`` each set's CoNLL response, every score, the
+    per-document table, the breakdown by length, speakers and genre and its chart (as ``evaluate`` writes
+    them for the corpus's splits). Loads ``{set: metrics}`` from ``metrics_path``.
+    """
+
+    def __init__(self, metrics_path: str, outputs_path: str, metadata: dict[str, Any] | None = None) -> None:
+        self._metrics_path = PurePosixPath(metrics_path)
+        self._outputs_path = PurePosixPath(outputs_path)
+        self.metadata = metadata
+
+    def load(self) -> dict[str, dict[str, float]]:
+        return _load_metrics(Path(self._metrics_path))
+
+    def save(self, data: dict[str, Any]) -> None:
+        with (
+            atomic_directory(Path(self._outputs_path)) as outputs,
+            atomic_directory(Path(self._metrics_path)) as metrics,
+        ):
+            _write_scores(data, metrics, outputs)
+
+    def _exists(self) -> bool:
+        return Path(self._metrics_path).is_dir()
+
+    def _describe(self) -> dict[str, Any]:
+        return {"path": str(self._metrics_path), "outputs_path": str(self._outputs_path)}
+
+
+class NamedModelsScoresDataset(TestSetScoresDataset):
+    """The models of ``evaluate.models`` on the corpus's test and the named sets: ``{model: {set: scores}}``,
+    each model in a folder of its own under both paths (laid out as :class:`TestSetScoresDataset`'s). Both
+    folders are written even for no model, with a ``.gitkeep`` (which ``.dvcignore`` names) so that git
+    keeps the metrics folder."""
+
+    def load(self) -> dict[str, dict[str, dict[str, float]]]:
+        root = Path(self._metrics_path)
+        return {folder.name: _load_metrics(folder) for folder in sorted(root.iterdir()) if folder.is_dir()}
+
+    def save(self, data: dict[str, dict[str, Any]]) -> None:
+        with (
+            atomic_directory(Path(self._outputs_path)) as outputs,
+            atomic_directory(Path(self._metrics_path)) as metrics,
+        ):
+            for root in (outputs, metrics):
+                (root / ".gitkeep").touch()
+            for model, scores in data.items():
+                (outputs / model).mkdir()
+                (metrics / model).mkdir()
+                _write_scores(scores, metrics / model, outputs / model)
+
+
+def _load_metrics(folder: Path) -> dict[str, dict[str, float]]:
+    return {
+        path.name.removesuffix(".json"): json.loads(path.read_text(encoding="utf-8"))
+        for path in sorted(folder.glob("*.json"))
+    }
+
+
+def _write_scores(data: dict[str, Any], metrics: Path, outputs: Path) -> None:
+    """``TestSetScoresDataset``'s files for one model: metrics per set in ``metrics``, the rest in ``outputs``."""
+    from matplotlib import pyplot
+
+    from coref_pipeline.cross_corpus import TestSetScores
+
+    for name, scores in data.items():
+        if isinstance(scores, TestSetScores):
+            report = scores.report
+            (outputs / f"{name}.response.v4_gold_conll").write_text(report.response, encoding="utf-8")
+            (outputs / f"{name}.scores.json").write_text(_json(report.scores), encoding="utf-8")
+            report.breakdown.to_csv(outputs / f"{name}.breakdown.csv", index=False)
+            report.documents.to_parquet(outputs / f"{name}.documents.parquet")
+            report.f1_by_length.savefig(outputs / f"{name}.f1_by_length.png", dpi=120, format="png")
+            pyplot.close(report.f1_by_length)
+        values = scores.metrics if isinstance(scores, TestSetScores) else scores
+        (metrics / f"{name}.json").write_text(_json(values), encoding="utf-8")
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
 
 
 class AtomicDataset(AbstractDataset):

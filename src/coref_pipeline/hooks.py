@@ -1,5 +1,6 @@
-"""Kedro hooks of the project: a run whose inputs do not exist yet says what to run first; on a
-multi-process run started by torchrun or SLURM, only rank 0 saves the pipeline's outputs."""
+"""Kedro hooks of the project: a run whose inputs do not exist yet says what to run first; a run that
+scores named test sets reads them all before any model runs; on a multi-process run started by torchrun
+or SLURM, only rank 0 saves the pipeline's outputs."""
 
 from __future__ import annotations
 
@@ -114,3 +115,20 @@ class RankZeroWritesHook:
         for name in sorted(pipeline.all_outputs()):
             catalog[name] = MemoryDataset()
         logging.getLogger(__name__).info("Rank %d: the pipeline's outputs are saved by rank 0 only", rank)
+
+
+class TestSetsHook:
+    """Before a run that scores the named test sets (``evaluate.test_sets``), every set is read and parsed and
+    every named model (``evaluate.models``) found: a missing or malformed one stops the run in one line naming
+    the set and the file (or the model), before any model is loaded and before any output is written."""
+
+    @hook_impl
+    def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
+        if not any(node.name.endswith("_test_sets") and node.name.startswith("score_") for node in pipeline.nodes):
+            return
+        from coref_pipeline.evaluation.report import EvaluateSettings
+        from coref_pipeline.evaluation.test_sets import check_named_models, read_test_sets
+
+        settings = EvaluateSettings.from_dict(catalog.load("params:evaluate"))
+        read_test_sets(settings.test_sets, settings.remove_singletons)
+        check_named_models(settings.models)

@@ -2,11 +2,12 @@
 
 from kedro.config import OmegaConfigLoader
 
-from coref_pipeline.hooks import PrerequisitesHook, RankZeroWritesHook
+from coref_pipeline.hooks import PrerequisitesHook, RankZeroWritesHook, TestSetsHook
 
 # A run whose inputs are missing (e.g. `evaluate` before `incremental_train`) says what to run first;
+# a run that scores the named test sets reads them all before any model runs;
 # under torchrun or SLURM only rank 0 saves the pipeline's outputs.
-HOOKS = (PrerequisitesHook(), RankZeroWritesHook())
+HOOKS = (PrerequisitesHook(), TestSetsHook(), RankZeroWritesHook())
 
 CONFIG_LOADER_CLASS = OmegaConfigLoader
 CONFIG_LOADER_ARGS = {

@@ -22,12 +22,17 @@ def test_the_node_reads_its_parameters_and_returns_every_output(minilm_tokenizer
     assert response.startswith("#begin document") and len(table) == 1 and len(breakdown) and figure.axes
 
 
-def test_pipeline_has_each_model_and_split():
+def test_pipeline_has_each_model_and_split_then_the_summary():
     names = {node.name for node in create_pipeline().nodes}
-    expected = set()
+    expected = {"summarise_test_sets", "score_named_models_test_sets"}
     for model in ("baseline", "incremental"):
         expected |= {f"predict_{model}_test", f"evaluate_{model}_dev", f"evaluate_{model}_test"}
-        expected.add(f"score_{model}_dev_segment_lengths")
+        expected |= {f"score_{model}_dev_segment_lengths", f"score_{model}_test_sets"}
     assert names == expected
     for node in create_pipeline().nodes:
-        assert node.tags == {node.name.split("_")[1]}  # one model per tag (dvc runs evaluate@<model>)
+        if node.name == "summarise_test_sets":  # dvc runs evaluate_summary after both evaluate@<model>
+            assert node.tags == {"summary"}
+        elif node.name == "score_named_models_test_sets":  # dvc runs evaluate_models
+            assert node.tags == {"models"}
+        else:
+            assert node.tags == {node.name.split("_")[1]}  # one model per tag (dvc runs evaluate@<model>)

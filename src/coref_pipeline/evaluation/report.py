@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import pandas as pd
@@ -45,6 +45,10 @@ class EvaluateSettings(Config):
     default_genre: str = DEFAULT_GENRE
     # Dev is also scored with the model reading segments of these lengths (SegmentLength labels).
     segment_lengths: tuple[int | str, ...] = ()
+    # More test sets, by name (evaluation.test_sets: read_test_sets reads and checks them).
+    test_sets: dict[str, Any] = field(default_factory=dict)
+    # More models scored on the corpus's test and every set, by name: model directories (an imported release).
+    models: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         try:

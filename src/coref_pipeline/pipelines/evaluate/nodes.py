@@ -9,8 +9,20 @@ import pandas as pd
 
 from coref_pipeline.conll import ConllFile
 from coref_pipeline.corpus import SegmentedCorpus
+from coref_pipeline.cross_corpus import TestSetScores, score_named_models
+from coref_pipeline.cross_corpus import score_test_sets as score_on_test_sets
 from coref_pipeline.evaluation.predictions import gold_key
 from coref_pipeline.evaluation.report import EvaluateSettings, evaluate_predictions
+from coref_pipeline.evaluation.test_sets import (
+    CORPUS_TEST,
+    read_test_sets,
+    set_order,
+    summary_figure,
+    summary_markdown,
+    summary_table,
+    winobias_markdown,
+    winobias_summary,
+)
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.segment_study import dev_f1_at_segment_lengths
 
@@ -42,3 +54,31 @@ def evaluate(
     """Response CoNLL, headline metrics, every score, per-document table, breakdown, F1-by-length chart."""
     report = evaluate_predictions(predictions, gold, EvaluateSettings.from_dict(params))
     return report.response, report.metrics, report.scores, report.documents, report.breakdown, report.f1_by_length
+
+
+def score_test_sets(
+    model: CorefModel, test_metrics: dict[str, float], params: dict[str, Any]
+) -> dict[str, TestSetScores | dict[str, float]]:
+    """The model on every ``evaluate.test_sets`` set, beside its metrics on the corpus's own test (``test``)."""
+    settings = EvaluateSettings.from_dict(params)
+    sets = read_test_sets(settings.test_sets, settings.remove_singletons)
+    return {CORPUS_TEST: test_metrics, **{scores.name: scores for scores in score_on_test_sets(model, sets, settings)}}
+
+
+def score_models(test: ConllFile, params: dict[str, Any]) -> dict[str, dict[str, TestSetScores]]:
+    """Every ``evaluate.models`` model on the corpus's test and every named set."""
+    scored = score_named_models(test, EvaluateSettings.from_dict(params))
+    return {model: {scores.name: scores for scores in sets} for model, sets in scored.items()}
+
+
+def summarise_test_sets(
+    baseline: dict[str, dict[str, float]],
+    incremental: dict[str, dict[str, float]],
+    named: dict[str, dict[str, dict[str, float]]],
+    params: dict[str, Any],
+) -> tuple[pd.DataFrame, str, Any, pd.DataFrame]:
+    """Every model on every set: the table (CSV), it and the WinoBias table as markdown, a bar chart, WinoBias (CSV)."""
+    results = {"baseline": baseline, "incremental": incremental, **named}
+    order = set_order(EvaluateSettings.from_dict(params).test_sets)
+    table, winobias = summary_table(results, order), winobias_summary(results)
+    return table, summary_markdown(table) + "\n" + winobias_markdown(winobias), summary_figure(table), winobias

@@ -1,8 +1,9 @@
-"""The ``evaluate`` pipeline: for each model and split, the official metrics and Xia et al.'s breakdown."""
+"""The ``evaluate`` pipeline: for each model and split, the official metrics and Xia et al.'s breakdown; every model
+on every named test set (``evaluate.test_sets``) and the summary over them (tag ``summary``)."""
 
 from kedro.pipeline import Node, Pipeline
 
-from .nodes import evaluate, predict_test, score_segment_lengths
+from .nodes import evaluate, predict_test, score_models, score_segment_lengths, score_test_sets, summarise_test_sets
 
 MODELS = ("baseline", "incremental")
 SPLITS = ("dev", "test")
@@ -53,4 +54,31 @@ def create_pipeline(**kwargs) -> Pipeline:
                 tags=[model],
             )
         )
+        nodes.append(
+            Node(
+                score_test_sets,
+                inputs=[f"{model}_model", f"eval_{model}_test_metrics", "params:evaluate"],
+                outputs=f"eval_{model}_test_sets",
+                name=f"score_{model}_test_sets",
+                tags=[model],
+            )
+        )
+    nodes.append(
+        Node(
+            score_models,
+            inputs=["raw_test", "params:evaluate"],
+            outputs="eval_named_models_test_sets",
+            name="score_named_models_test_sets",
+            tags=["models"],
+        )
+    )
+    nodes.append(
+        Node(
+            summarise_test_sets,
+            inputs=[*(f"eval_{model}_test_sets" for model in MODELS), "eval_named_models_test_sets", "params:evaluate"],
+            outputs=["test_sets_summary", "test_sets_summary_markdown", "test_sets_summary_plot", "winobias_summary"],
+            name="summarise_test_sets",
+            tags=["summary"],
+        )
+    )
     return Pipeline(nodes)

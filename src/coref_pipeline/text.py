@@ -101,6 +101,17 @@ def split_text(text: str) -> SplitText:
     return SplitText(text, tuple(words), tuple(spans), tuple(sentence_ends))
 
 
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` character spans of the sentences of raw ``text``, as ``split_text`` finds them (the same
+    paragraph and layout rules), for words that another tokenizer made (the spaCy component's)."""
+    for_tools = text.translate(_SAME_LENGTH_FOR_TOOLS)
+    return [
+        (paragraph_start + start, paragraph_start + end)
+        for paragraph_start, paragraph_end in _paragraphs(text)
+        for start, end in _sentence_spans(for_tools[paragraph_start:paragraph_end])
+    ]
+
+
 def join_words(sentences: Sequence[Sequence[str]], what: str = "input") -> SplitText:
     """Pre-split sentences of words as a text: words joined by a space, sentences by a newline.
 

@@ -29,6 +29,7 @@ from coref_pipeline.evaluation.predictions import word_clusters
 from coref_pipeline.inputs import DocumentInput, InputFormatError, SpeakersInput, record_content
 from coref_pipeline.models.baseline import BaselineCorefModel, predicted_clusters
 from coref_pipeline.models.config import PRECISIONS, BaselineConfig, ConfigError, IncrementalConfig
+from coref_pipeline.models.directory import resolve_model_directory
 from coref_pipeline.models.document import DocumentTensors, tensorize
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.incremental import IncrementalCorefModel
@@ -92,8 +93,11 @@ class CorefModel:
         precision: str = "32",
         max_top_antecedents: int | None = None,
         min_coarse_score: float | None = None,
+        revision: str | None = None,
     ) -> CorefModel:
-        """Load a model directory written by ``save`` (safetensors and JSON only, no network).
+        """Load a model directory written by ``save`` (safetensors and JSON only), or a Hub model id
+        (``owner/name``, at ``revision``: a branch, tag or commit) through ``huggingface_hub``'s cache
+        (``models.directory.resolve_model_directory``; ``HF_HUB_OFFLINE=1`` reads the cache only).
 
         The directory says which model it holds (``coref_config.json``).
         ``max_inference_subtokens`` replaces the baseline's length limit (the
@@ -113,6 +117,7 @@ class CorefModel:
         incremental model takes it with ``score: calibrated`` only.
         """
         target = resolve_device(device)
+        directory = resolve_model_directory(directory, revision)
         model_type, model_config, encoder_config, state_dict, tokenizer = load_model_directory(directory)
         if model_type not in MODEL_TYPES:
             raise ModelDirectoryError(f"{directory} holds a {model_type!r} model; known models: {sorted(MODEL_TYPES)}")

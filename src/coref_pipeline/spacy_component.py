@@ -1,7 +1,8 @@
 """The spaCy 3 component: ``nlp.add_pipe("coref_pipeline", config={"model": DIR})``.
 
 spaCy finds the factory by its entry point (``spacy_factories`` in pyproject.toml), so no import is
-needed. The component reads spaCy's own tokens as the words (no second tokenisation; whitespace
+needed. ``model`` is a model directory or a Hugging Face Hub id (``owner/name``; ``revision`` pins a branch, tag or
+commit). The component reads spaCy's own tokens as the words (no second tokenisation; whitespace
 tokens are left out) and the doc's sentences where a component set them (a ``sentencizer``, a
 parser), else the project's sentence splitter on the doc's text. It writes each cluster as a
 ``SpanGroup`` under ``doc.spans["coref_clusters_1"]``, ``..._2``, ... (spaCy's convention) and the
@@ -23,6 +24,7 @@ from spacy.tokens import Doc, Span, SpanGroup
 from spacy.util import minibatch
 
 from coref_pipeline.inference import CorefModel
+from coref_pipeline.models.directory import resolve_model_directory
 from coref_pipeline.text import sentence_spans
 
 FACTORY = "coref_pipeline"
@@ -36,24 +38,33 @@ if not Doc.has_extension(EXTENSION):
 
 @Language.factory(
     FACTORY,
-    default_config={"model": None, "device": "cpu", "precision": "32", "genre": "nw"},
+    default_config={"model": None, "revision": None, "device": "cpu", "precision": "32", "genre": "nw"},
     assigns=[f"doc._.{EXTENSION}", "doc.spans"],
 )
 def make_coref_component(
-    nlp: Language, name: str, model: str | None, device: str, precision: str, genre: str
+    nlp: Language, name: str, model: str | None, revision: str | None, device: str, precision: str, genre: str
 ) -> CorefComponent:
-    """The component over a model directory (``model``); ``device``, ``precision`` as ``CorefModel.load``'s."""
-    return CorefComponent(nlp, name, model, device, precision, genre)
+    """The component over a model directory or Hub id (``model``, at ``revision``); ``device``, ``precision`` as
+    ``CorefModel.load``'s."""
+    return CorefComponent(nlp, name, model, device, precision, genre, revision)
 
 
 class CorefComponent:
     """Clusters of each doc from a coref-pipeline model (baseline or incremental)."""
 
     def __init__(
-        self, nlp: Language, name: str, model: str | None, device: str = "cpu", precision: str = "32", genre: str = "nw"
+        self,
+        nlp: Language,
+        name: str,
+        model: str | None,
+        device: str = "cpu",
+        precision: str = "32",
+        genre: str = "nw",
+        revision: str | None = None,
     ) -> None:
         self.name = name
         self.model_path = model
+        self.revision = revision
         self.device = device
         self.precision = precision
         self.genre = genre
@@ -66,7 +77,9 @@ class CorefComponent:
         if self._model is None:
             if not self.model_path:
                 raise ValueError(f'{self.name}: no model; add it with config={{"model": "path/to/model_directory"}}')
-            self._model = CorefModel.load(self.model_path, device=self.device, precision=self.precision)
+            self._model = CorefModel.load(
+                self.model_path, device=self.device, precision=self.precision, revision=self.revision
+            )
         return self._model
 
     def __call__(self, doc: Doc) -> Doc:
@@ -115,7 +128,7 @@ class CorefComponent:
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         if self.model_path:
-            source = Path(self.model_path)
+            source = resolve_model_directory(self.model_path, self.revision)
             if source.resolve() != (path / MODEL_FOLDER).resolve():
                 shutil.copytree(source, path / MODEL_FOLDER, dirs_exist_ok=True)
 
@@ -123,7 +136,7 @@ class CorefComponent:
         """The model from ``path/model`` (what ``to_disk`` wrote), loaded on first use."""
         copied = Path(path) / MODEL_FOLDER
         if copied.is_dir():
-            self.model_path = str(copied)
+            self.model_path, self.revision = str(copied), None
             self._model = None
         return self
 

@@ -25,7 +25,13 @@ DESCRIPTION = (
 
 
 @click.command("predict", short_help="clusters for raw text, sentence records or jsonlines", help=DESCRIPTION)
-@click.option("--model", "model_dir", required=True, help="a model directory (data/06_models/incremental)")
+@click.option(
+    "--model",
+    "model_dir",
+    required=True,
+    help="a model directory (data/06_models/incremental), or a Hugging Face Hub model id (owner/name)",
+)
+@click.option("--revision", help="with a Hub model id: the branch, tag or commit to load (default: main)")
 @click.argument("input_path", metavar="INPUT")
 @click.argument("output_path", metavar="OUTPUT")
 @click.option("--conll", help="also write the predictions as a CoNLL-2012 file here")
@@ -66,6 +72,7 @@ DESCRIPTION = (
 )
 def predict(
     model_dir: str,
+    revision: str | None,
     input_path: str,
     output_path: str,
     conll: str | None,
@@ -96,7 +103,7 @@ def predict(
                 f"and for --conll without --gold-conll: {without_words[:3]}"
             )
 
-    model = _load_model(model_dir, max_subtokens, device, precision, max_antecedents, min_coarse_score)
+    model = _load_model(model_dir, max_subtokens, device, precision, max_antecedents, min_coarse_score, revision)
     try:
         if joshi:
             _check_segmentation(model, inputs.records, input_path)
@@ -149,6 +156,7 @@ def _load_model(
     precision: str,
     max_antecedents: int | None = None,
     min_coarse_score: float | None = None,
+    revision: str | None = None,
 ) -> Any:
     from coref_pipeline.inference import CorefModel
 
@@ -160,6 +168,7 @@ def _load_model(
             precision=precision,
             max_top_antecedents=max_antecedents,
             min_coarse_score=min_coarse_score,
+            revision=revision,
         )
     except (OSError, ValueError, KeyError) as error:  # ConfigError is a ValueError
         raise CommandError(error) from None

@@ -8,6 +8,7 @@ tokenizer); this module only reads ``coref_config.json``, so that what needs no 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,41 @@ CONFIG = "coref_config.json"
 TOKENIZER = "tokenizer"  # the folder of the model's tokenizer
 
 
+# A Hugging Face Hub model id: "owner/name".
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
 class ModelDirectoryError(UserError, FileNotFoundError):
     """A path that does not hold a model directory this version reads."""
+
+
+def resolve_model_directory(source: str | Path, revision: str | None = None) -> Path:
+    """The local folder of a model: ``source`` itself when it is a path that exists (or not a Hub id), else the
+    Hub model ``owner/name`` at ``revision`` (a branch, tag or commit; None: ``main``) through ``huggingface_hub``:
+    downloaded into its cache (``HF_HOME``, ``HF_HUB_CACHE``) once, read from there after; with
+    ``HF_HUB_OFFLINE=1`` from the cache only. What cannot be had is one line naming the id and what to do."""
+    path = Path(source)
+    if path.exists() or not HUB_ID.fullmatch(str(source)):
+        if revision is not None:
+            raise ModelDirectoryError(f"{source}: a revision ({revision}) is for a Hub model id, not a local directory")
+        return path
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError, RepositoryNotFoundError, RevisionNotFoundError
+
+    where = f"{source}" + (f" at revision {revision}" if revision else "")
+    try:
+        return Path(snapshot_download(repo_id=str(source), revision=revision))
+    except RevisionNotFoundError:
+        raise ModelDirectoryError(f"{where}: the Hub model has no such revision") from None
+    except RepositoryNotFoundError:
+        raise ModelDirectoryError(
+            f"{source}: neither a local directory nor a Hub model (a private one needs `hf auth login`)"
+        ) from None
+    except LocalEntryNotFoundError:
+        raise ModelDirectoryError(
+            f"{where}: not a local directory, and not in the Hugging Face cache with the network off or out of "
+            "reach: run once with a network (or unset HF_HUB_OFFLINE), or give the model's directory"
+        ) from None
 
 
 def read_stored_config(directory: str | Path) -> dict[str, Any]:

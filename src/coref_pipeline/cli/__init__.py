@@ -30,6 +30,7 @@ SUBCOMMANDS = {
     "import-hocon": "import_hocon",
     "import-tf-checkpoint": "import_tf_checkpoint",
     "segment-study": "segment_study",
+    "serve": "serve",
 }
 
 

@@ -138,7 +138,7 @@ def test_the_default_preset_is_the_measured_recipe_on_top_of_the_paper(baseline)
     changed = {key for key in config.keys() if getattr(config, key) != getattr(paper, key)}
     changed |= {key for key in training.keys() if getattr(training, key) != getattr(paper_training, key)}
     assert changed == {
-        "score", "pair_features", "recent_mentions", "entity_representation", "max_top_entities",
+        "score", "pair_features", "recent_mentions", "entity_representation", "max_top_entities", "min_coarse_score",
         "evict_singleton_distance", "evict_distance", "negative_sample_rate", "loss", "mention_loss_coef",
         "mention_loss_spans", "task_learning_rate", "eval_on_start", "precision",
     }  # fmt: skip

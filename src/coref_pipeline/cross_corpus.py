@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from coref_pipeline.conll import ConllFile
 from coref_pipeline.corpus import preprocess_corpus
@@ -21,15 +23,20 @@ from coref_pipeline.evaluation.report import EvaluateSettings, EvaluationReport,
 from coref_pipeline.evaluation.test_sets import (
     CORPUS_TEST,
     PRONOUNS_LINKED,
+    SET_NAME,
     TestSet,
-    check_named_models,
+    TestSetError,
     pronoun_links,
     read_test_sets,
 )
 from coref_pipeline.inference import CorefModel
+from coref_pipeline.models.directory import CONFIG
 from coref_pipeline.segmentation import segment_words
 
 logger = logging.getLogger(__name__)
+
+# The models the pipelines train (their own names in the summary; a named model takes another).
+TRAINED_MODELS = ("baseline", "incremental")
 
 
 @dataclass
@@ -66,6 +73,21 @@ def score_test_sets(model: CorefModel, test_sets: Sequence[TestSet], settings: E
         logger.info("%s: CoNLL F1 %.2f on %d documents", test_set.name, report.metrics["conll_f1"], len(predictions))
         scored.append(TestSetScores(test_set.name, report))
     return scored
+
+
+def check_named_models(models: Mapping[str, Any]) -> dict[str, Path]:
+    """``evaluate.models``: each name (as a set's, not ``baseline`` or ``incremental``) with a model directory
+    (one that holds ``coref_config.json``); a bad one is a :class:`TestSetError` naming it."""
+    checked = {}
+    for name, directory in models.items():
+        if not isinstance(name, str) or not SET_NAME.fullmatch(name) or name in TRAINED_MODELS:
+            raise TestSetError(
+                f"evaluate.models: {name!r} is not a model name (letters, digits, - and _; not {list(TRAINED_MODELS)})"
+            )
+        if not isinstance(directory, str) or not (Path(directory) / CONFIG).is_file():
+            raise TestSetError(f"evaluate.models.{name}: {directory} is not a model directory (no {CONFIG})")
+        checked[name] = Path(directory)
+    return checked
 
 
 def score_named_models(test: ConllFile, settings: EvaluateSettings) -> dict[str, list[TestSetScores]]:

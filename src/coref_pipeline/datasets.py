@@ -14,7 +14,14 @@ from kedro.io import AbstractDataset, DatasetError
 
 from coref_pipeline.conll import ConllFile
 from coref_pipeline.errors import OutputError, os_refusal
-from coref_pipeline.files import JsonLinesError, atomic_directory, atomic_path, read_jsonlines, write_jsonlines
+from coref_pipeline.files import (
+    JsonLinesError,
+    atomic_directory,
+    atomic_path,
+    atomic_write_json,
+    read_jsonlines,
+    write_jsonlines,
+)
 
 
 class _FileDataset(AbstractDataset):
@@ -154,17 +161,13 @@ def _write_scores(data: dict[str, Any], metrics: Path, outputs: Path) -> None:
         if isinstance(scores, TestSetScores):
             report = scores.report
             (outputs / f"{name}.response.v4_gold_conll").write_text(report.response, encoding="utf-8")
-            (outputs / f"{name}.scores.json").write_text(_json(report.scores), encoding="utf-8")
+            atomic_write_json(report.scores, outputs / f"{name}.scores.json")
             report.breakdown.to_csv(outputs / f"{name}.breakdown.csv", index=False)
             report.documents.to_parquet(outputs / f"{name}.documents.parquet")
             report.f1_by_length.savefig(outputs / f"{name}.f1_by_length.png", dpi=120, format="png")
             pyplot.close(report.f1_by_length)
         values = scores.metrics if isinstance(scores, TestSetScores) else scores
-        (metrics / f"{name}.json").write_text(_json(values), encoding="utf-8")
-
-
-def _json(data: Any) -> str:
-    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+        atomic_write_json(values, metrics / f"{name}.json")
 
 
 class AtomicDataset(AbstractDataset):

@@ -126,8 +126,9 @@ class TestSetsHook:
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
         if not any(node.name.endswith("_test_sets") and node.name.startswith("score_") for node in pipeline.nodes):
             return
+        from coref_pipeline.cross_corpus import check_named_models
         from coref_pipeline.evaluation.report import EvaluateSettings
-        from coref_pipeline.evaluation.test_sets import check_named_models, read_test_sets
+        from coref_pipeline.evaluation.test_sets import read_test_sets
 
         settings = EvaluateSettings.from_dict(catalog.load("params:evaluate"))
         read_test_sets(settings.test_sets, settings.remove_singletons)

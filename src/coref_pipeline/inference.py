@@ -134,7 +134,7 @@ class CorefModel:
             for name, value in (("max_top_antecedents", max_top_antecedents), ("min_coarse_score", min_coarse_score))
             if value is not None
         }
-        config = config_class.from_dict({**config.to_dict(), **fine_stage}) if fine_stage else config
+        config = dataclasses.replace(config, **fine_stage)
         model = model_class(config, SegmentEncoder.from_config(encoder_config))
         model.load_state_dict(state_dict)
         model.to(target).eval()

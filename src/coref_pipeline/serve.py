@@ -125,13 +125,14 @@ def create_app(predictor: Predictor, max_chars: int = MAX_CHARS, max_request_byt
     def refused(error: RequestError) -> JSONResponse:
         return JSONResponse({"error": error.message}, status_code=error.status)
 
+    def too_large(size: int | str) -> JSONResponse:
+        return refused(RequestError(413, f"the body has {size} bytes; this server takes at most {max_request_bytes}"))
+
     @app.middleware("http")
     async def bounded_body(request: Request, call_next: Any) -> Any:
         length = request.headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > max_request_bytes:
-            return refused(
-                RequestError(413, f"the body has {length} bytes; this server takes at most {max_request_bytes}")
-            )
+            return too_large(length)
         return await call_next(request)
 
     @app.get("/health")
@@ -161,9 +162,7 @@ def create_app(predictor: Predictor, max_chars: int = MAX_CHARS, max_request_byt
     async def predict(request: Request) -> Any:
         body = await request.body()
         if len(body) > max_request_bytes:  # a body sent without a length
-            return refused(
-                RequestError(413, f"the body has {len(body)} bytes; this server takes at most {max_request_bytes}")
-            )
+            return too_large(len(body))
         try:
             texts, genre, batch = parse_request(body, max_chars)
             results = await predictor.predict(texts, genre)

@@ -84,11 +84,8 @@ class CorefComponent:
 
     def __call__(self, doc: Doc) -> Doc:
         tokens, sentences = self._words(doc)
-        if tokens:
-            result = self.coref_model.predict(sentences, genre=self.genre, doc_key=self.name)
-            self._set_clusters(doc, tokens, result.clusters)
-        else:
-            self._set_clusters(doc, tokens, [])
+        clusters = self.coref_model.predict(sentences, genre=self.genre, doc_key=self.name).clusters if tokens else []
+        self._set_clusters(doc, tokens, clusters)
         return doc
 
     def pipe(self, docs: Iterable[Doc], batch_size: int = 32) -> Iterator[Doc]:
@@ -102,7 +99,7 @@ class CorefComponent:
         where a component set them, else the project's splitter's on ``doc.text``."""
         if doc.has_annotation("SENT_START"):
             groups = [[token for token in sentence if not token.is_space] for sentence in doc.sents]
-        else:  # each token in the sentence its first character falls before the end of
+        else:  # each token joins the first sentence that ends after its first character
             ends = [end for _, end in sentence_spans(doc.text)]
             groups, index = [[] for _ in ends], 0
             for token in (token for token in doc if not token.is_space):

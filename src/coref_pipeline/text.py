@@ -88,22 +88,19 @@ def split_text(text: str) -> SplitText:
     words: list[str] = []
     spans: list[tuple[int, int]] = []
     sentence_ends: list[int] = []
-    for paragraph_start, paragraph_end in _paragraphs(text):
-        for start, end in _sentence_spans(for_tools[paragraph_start:paragraph_end]):
-            sentence_start = paragraph_start + start
-            sentence = for_tools[sentence_start : paragraph_start + end]
-            for word_start, word_end in tokenizer.span_tokenize(sentence):
-                span = (sentence_start + word_start, sentence_start + word_end)
-                words.append(text[span[0] : span[1]])
-                spans.append(span)
-            if not sentence_ends or sentence_ends[-1] != len(words):
-                sentence_ends.append(len(words))
+    for sentence_start, sentence_end in sentence_spans(text):
+        for word_start, word_end in tokenizer.span_tokenize(for_tools[sentence_start:sentence_end]):
+            span = (sentence_start + word_start, sentence_start + word_end)
+            words.append(text[span[0] : span[1]])
+            spans.append(span)
+        if not sentence_ends or sentence_ends[-1] != len(words):
+            sentence_ends.append(len(words))
     return SplitText(text, tuple(words), tuple(spans), tuple(sentence_ends))
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """``(start, end)`` character spans of the sentences of raw ``text``, as ``split_text`` finds them (the same
-    paragraph and layout rules), for words that another tokenizer made (the spaCy component's)."""
+    """``(start, end)`` character spans of the sentences of raw ``text`` under the layout rules above: what
+    ``split_text`` tokenizes, and what the spaCy component sentences another tokenizer's words by."""
     for_tools = text.translate(_SAME_LENGTH_FOR_TOOLS)
     return [
         (paragraph_start + start, paragraph_start + end)

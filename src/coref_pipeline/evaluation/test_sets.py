@@ -41,8 +41,6 @@ WINOBIAS_PARTS = {
 SET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 # The corpus's own test split, as the summary table names it.
 CORPUS_TEST = "test"
-# The models the pipelines train (their own names in the summary; a named model takes another).
-TRAINED_MODELS = ("baseline", "incremental")
 SUMMARY_METRICS = ("conll_f1", "muc_f1", "bcub_f1", "ceafe_f1", "lea_f1")
 
 
@@ -111,21 +109,6 @@ def read_test_sets(sets: Mapping[str, Any], remove_singletons: bool) -> list[Tes
         else:
             found.append(TestSet(name, _read_file_or_folder(name, path), singletons))
     return found
-
-
-def check_named_models(models: Mapping[str, Any]) -> dict[str, Path]:
-    """``evaluate.models``: each name (as a set's, not ``baseline`` or ``incremental``) with a model directory
-    (one that holds ``coref_config.json``); a bad one is a :class:`TestSetError` naming it."""
-    checked = {}
-    for name, directory in models.items():
-        if not isinstance(name, str) or not SET_NAME.fullmatch(name) or name in TRAINED_MODELS:
-            raise TestSetError(
-                f"evaluate.models: {name!r} is not a model name (letters, digits, - and _; not {list(TRAINED_MODELS)})"
-            )
-        if not isinstance(directory, str) or not (Path(directory) / "coref_config.json").is_file():
-            raise TestSetError(f"evaluate.models.{name}: {directory} is not a model directory (no coref_config.json)")
-        checked[name] = Path(directory)
-    return checked
 
 
 def _read_file_or_folder(name: str, path: Path) -> ConllFile:

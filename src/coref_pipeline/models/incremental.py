@@ -843,26 +843,17 @@ class IncrementalCorefModel(nn.Module):
     ) -> torch.Tensor:
         """``pair_scores`` of one mention against the entities ``ids`` (``entities`` ``[E, D]``): ``[E]``;
         with a ``floor`` (``pair_scores``) the entities at or below it by coarse score are -inf, unscored."""
+        above = None  # with a floor: the rows above it, the only ones scored
         if floor is not None:
             above = (self._coarse(entities, priors, mention_source) > floor).nonzero().squeeze(1)  # [E']
-            if above.numel() < len(ids):
-                scores = torch.full((len(ids),), float("-inf"), device=mention.device)  # [E]
-                if above.numel():
-                    rows = above.tolist()
-                    scores[above] = self._score_against(
-                        entities[above],
-                        projections[above],
-                        priors[above],
-                        [ids[row] for row in rows],
-                        memory,
-                        mention,
-                        mention_projection,
-                        mention_source,
-                        span,
-                        features,
-                        weights,
-                    )
-                return scores
+            if above.numel() == len(ids):
+                above = None
+            else:
+                floored = torch.full((len(ids),), float("-inf"), device=mention.device)  # [E]
+                if not above.numel():
+                    return floored
+                entities, projections, priors = entities[above], projections[above], priors[above]
+                ids = [ids[row] for row in above.tolist()]
         device = mention.device
         anchors = features.locate([memory.anchor(column_id) for column_id in ids], device).unsqueeze(0)  # [1, E, 2]
         index = torch.arange(len(ids), device=device).unsqueeze(0)  # [1, E]
@@ -877,7 +868,7 @@ class IncrementalCorefModel(nn.Module):
         ).squeeze(0)  # [E]
         if self.config.score == "calibrated":  # the baseline's s_m(j) and coarse terms
             scores = scores + priors + (entities @ mention_source).float()
-        return scores
+        return scores if above is None else floored.index_copy(0, above, scores)
 
     @staticmethod
     def _coarse(entities: torch.Tensor, priors: torch.Tensor, mention_source: torch.Tensor) -> torch.Tensor:

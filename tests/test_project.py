@@ -77,6 +77,20 @@ def test_train_and_evaluate_with_the_embedded_encoder(project_copy):
             metrics = json.loads((reporting / f"metrics_{model}_{split}.json").read_text())
             assert 0 <= metrics["conll_f1"] <= 100
             assert (reporting / f"f1_by_length_{model}_{split}.png").stat().st_size > 0
+    # Each model's card (the Hub's format) holds the metrics files' figures and how the model was trained.
+    for model, steps in (("baseline", 3), ("incremental", 2)):
+        card = (reporting / f"model_card_{model}.md").read_text()
+        header = yaml.safe_load(card[4:].split("\n---\n", 1)[0])
+        (index,) = header["model-index"]
+        assert index["name"] == f"sample-{model}" and header["library_name"] == "coref-pipeline"
+        for result in index["results"]:
+            split = result["dataset"]["split"]
+            metrics = json.loads((reporting / f"metrics_{model}_{split}.json").read_text())
+            assert {metric["type"]: metric["value"] for metric in result["metrics"]} == metrics
+        assert [result["dataset"]["split"] for result in index["results"]] == ["dev", "test"]
+        record = json.loads((project_copy / "data" / "06_models" / model / "training.json").read_text())
+        assert record["steps"] == steps and record["overrides"]["max_steps"] == steps
+        assert f"- {steps} steps (one document each)" in card and f"`max_steps: {steps}`" in card
     # Training scored dev as evaluate scores it: the same figures in both files.
     for model, training_file in (("baseline", "coref_train"), ("incremental", "incremental_train")):
         during_training = json.loads((reporting / f"{training_file}_dev_metrics.json").read_text())

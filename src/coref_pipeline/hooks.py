@@ -120,7 +120,8 @@ class RankZeroWritesHook:
 class TestSetsHook:
     """Before a run that scores the named test sets (``evaluate.test_sets``), every set is read and parsed and
     every named model (``evaluate.models``) found: a missing or malformed one stops the run in one line naming
-    the set and the file (or the model), before any model is loaded and before any output is written."""
+    the set and the file (or the model), before any model is loaded and before any output is written. The
+    model cards' settings (``evaluate.model_card``) are checked there too."""
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
@@ -129,7 +130,9 @@ class TestSetsHook:
         from coref_pipeline.cross_corpus import check_named_models
         from coref_pipeline.evaluation.report import EvaluateSettings
         from coref_pipeline.evaluation.test_sets import read_test_sets
+        from coref_pipeline.model_card import ModelCardSettings
 
         settings = EvaluateSettings.from_dict(catalog.load("params:evaluate"))
         read_test_sets(settings.test_sets, settings.remove_singletons)
         check_named_models(settings.models)
+        ModelCardSettings.from_dict(settings.model_card)

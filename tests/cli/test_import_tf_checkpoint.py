@@ -6,6 +6,7 @@ import shutil
 
 import numpy as np
 import pytest
+import yaml
 
 from coref_pipeline.inference import CorefModel
 
@@ -18,13 +19,19 @@ def test_imports_a_checkpoint_and_says_what_it_skipped(tmp_path, capsys):
     out = tmp_path / "released"
     assert run(["import-tf-checkpoint", str(TINY_CHECKPOINT), str(out)]) == 0
     printed = capsys.readouterr().out
-    assert f"Wrote {out}: imported 66 variables (5,906 parameters) of experiment 'tiny_coref'" in printed
+    assert f"Wrote {out} (with its model card, README.md): imported 66 variables (5,906 parameters) of experiment " in printed
     assert (
         "skipped 135 optimiser variables (46.2 KiB: Adam, Adam_1, adam_m, adam_v, beta1_power, beta2_power, " in printed
     )
     assert f"--tokenizer {out}/tokenizer --seg-len 16" in printed
     model = CorefModel.load(out)
     assert model.model_type == "baseline" and model.config.ffnn_size == 9
+    # Its card: the Hub's format, no scores (not scored here yet), where the model comes from.
+    card = (out / "README.md").read_text()
+    header = yaml.safe_load(card.split("---\n")[1])
+    assert header["library_name"] == "coref-pipeline" and "model-index" not in header
+    assert card.count("# tiny_coref\n") == 1 and "experiment `tiny_coref` of its experiments.conf" in card
+    assert "Not scored by this project yet" in card
 
 
 def test_the_experiment_is_named_with_preset(tmp_path, capsys):

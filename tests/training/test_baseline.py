@@ -287,3 +287,24 @@ def test_head_auto_is_refused_where_a_count_is_wanted_and_other_strings_everywhe
             BaselineConfig.from_dict({key: "big"})
         with pytest.raises(ConfigError, match=f"model key '{key}' must be at least 1, or auto, got 0"):
             BaselineConfig.from_dict({key: 0})
+
+
+def test_the_best_model_carries_its_training_record_through_save_and_load(tmp_path):
+    config = training_config(num_epochs=2, eval_frequency=2)
+    run = Run(tmp_path / "run", remove_singletons=False, log_params={"preset": "tiny", "overrides": {"seed": 13}})
+    trained = fit(fresh_model(), baseline_recipe(fresh_model(), config), DOCUMENTS, DOCUMENTS, config, run)
+    record = json.loads((tmp_path / "run" / "best" / "training.json").read_text())
+    state = json.loads((latest_checkpoint(tmp_path / "run") / "state.json").read_text())["train_state"]
+    assert record["preset"] == "tiny" and record["overrides"] == {"seed": 13}
+    assert record["steps"] == state["global_step"] == 6 and record["best_step"] == state["best_step"]
+    assert record["best_dev_conll_f1"] == state["best_f1"]
+    assert record["train_minutes"] == round(state["train_seconds"] / 60, 2)
+    assert (record["precision"], record["device"], record["devices"], record["seed"]) == ("32", "cpu", 1, 13)
+    assert (record["train_documents"], record["dev_documents"]) == (3, 3)
+    assert record["model_type"] == "baseline" and len(record["run_fingerprint"]) == 64
+    assert trained.training == record
+    trained.save(tmp_path / "saved")
+    assert CorefModel.load(tmp_path / "saved").training == record
+    fresh_model().save(tmp_path / "untrained")  # a model not trained here has no record
+    assert not (tmp_path / "untrained" / "training.json").exists()
+    assert CorefModel.load(tmp_path / "untrained").training is None

@@ -31,6 +31,7 @@ SUBCOMMANDS = {
     "import-tf-checkpoint": "import_tf_checkpoint",
     "segment-study": "segment_study",
     "serve": "serve",
+    "push": "push",
 }
 
 

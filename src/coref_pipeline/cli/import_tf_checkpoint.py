@@ -13,7 +13,7 @@ DESCRIPTION = (
     "spanbert_base, bert_large, spanbert_large, or one trained with their code) as a baseline model directory. "
     "CHECKPOINT_DIR holds model.max.ckpt.index and .data-00000-of-00001 (or the checkpoint its 'checkpoint' file "
     "names), bert_config.json, vocab.txt and experiments.conf. OUT_MODEL_DIR: a new directory (or a model "
-    "directory to replace), written whole or not at all; CorefModel.load, predict, evaluate, coref_train "
+    "directory to replace), written whole or not at all, with a model card (README.md); CorefModel.load, predict, evaluate, coref_train "
     "(init_from, take_from) and so incremental_train read it. TensorFlow is not needed."
 )
 
@@ -35,8 +35,33 @@ def import_tf_checkpoint(checkpoint_dir: str, out_model_dir: str, preset: str | 
         summary = run_import(checkpoint_dir, out_model_dir, preset)
     except (TFImportError, OSError) as error:
         raise CommandError(error) from None
-    click.echo(f"Wrote {out_model_dir}: {summary.describe()}.")
+    write_imported_card(Path(out_model_dir), summary.experiment, Path(summary.checkpoint).name)
+    click.echo(f"Wrote {out_model_dir} (with its model card, README.md): {summary.describe()}.")
     click.echo(
         f"Segment text for it with its own tokenizer: coref-pipeline minimize INPUT.conll OUTPUT.jsonlines "
         f"--tokenizer {Path(out_model_dir) / TOKENIZER} --seg-len {summary.segment_length}"
     )
+
+
+def write_imported_card(directory: Path, experiment: str, checkpoint: str) -> None:
+    """The imported model's card (no scores: this project has not scored it yet) as the directory's README.md."""
+    from coref_pipeline.files import atomic_write_text
+    from coref_pipeline.model_card import ModelCardSettings, model_card
+    from coref_pipeline.models.directory import read_stored_config
+    from coref_pipeline.sharing import CARD
+
+    stored = read_stored_config(directory)
+    origin = (
+        f"Trained by the original code of Joshi et al. (experiment `{experiment}` of its experiments.conf; the "
+        "released models on CoNLL-2012 English, OntoNotes 5.0) and imported from its TensorFlow checkpoint "
+        f"`{checkpoint}` by `coref-pipeline import-tf-checkpoint`."
+    )
+    card = model_card(
+        stored["model_type"],
+        stored["model"],
+        None,
+        settings=ModelCardSettings(corpus="conll2012"),
+        title=experiment,
+        origin=origin,
+    )
+    atomic_write_text(directory / CARD, card)

@@ -17,6 +17,8 @@ from coref_pipeline.segmentation import SegmentLength
 
 CONFIG = "coref_config.json"
 TOKENIZER = "tokenizer"  # the folder of the model's tokenizer
+# How the model was trained (written by training's ``fit``; absent for a model not trained here): model cards read it.
+TRAINING = "training.json"
 
 
 # A Hugging Face Hub model id: "owner/name".
@@ -65,6 +67,12 @@ def read_stored_config(directory: str | Path) -> dict[str, Any]:
             f"`kedro run --pipelines=coref_train` (data/06_models/baseline) or `--pipelines=incremental_train`"
         )
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def read_training_record(directory: str | Path) -> dict[str, Any] | None:
+    """The directory's training record (``training.json``: preset, steps, time, ...), or None without one."""
+    path = Path(directory) / TRAINING
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def read_model_type(directory: str | Path) -> str:

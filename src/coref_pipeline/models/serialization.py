@@ -21,7 +21,14 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from coref_pipeline.files import atomic_directory, atomic_path, atomic_write_json
-from coref_pipeline.models.directory import CONFIG, TOKENIZER, ModelDirectoryError, read_model_type, read_stored_config
+from coref_pipeline.models.directory import (
+    CONFIG,
+    TOKENIZER,
+    TRAINING,
+    ModelDirectoryError,
+    read_model_type,
+    read_stored_config,
+)
 
 __all__ = [
     "CONFIG",
@@ -61,9 +68,14 @@ def _drop_provenance(path: Path) -> None:
 
 
 def save_model_directory(
-    directory: str | Path, model: torch.nn.Module, model_type: str, model_config: dict[str, Any], tokenizer: Any
+    directory: str | Path,
+    model: torch.nn.Module,
+    model_type: str,
+    model_config: dict[str, Any],
+    tokenizer: Any,
+    training: dict[str, Any] | None = None,
 ) -> None:
-    """Write a self-contained model directory, whole or not at all."""
+    """Write a self-contained model directory, whole or not at all; ``training``: its training record."""
     with atomic_directory(directory) as folder:
         model.encoder.model.config.save_pretrained(folder / "encoder")
         _drop_provenance(folder / "encoder" / "config.json")
@@ -73,6 +85,8 @@ def save_model_directory(
             {"model_type": model_type, "model": model_config, "format_version": FORMAT_VERSION}, folder / CONFIG
         )
         atomic_save_tensors(model.state_dict(), folder / WEIGHTS, {"model_type": model_type})
+        if training is not None:
+            atomic_write_json(training, folder / TRAINING)
 
 
 def load_model_directory(directory: str | Path) -> tuple[str, dict[str, Any], Any, dict[str, torch.Tensor], Any]:

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from coref_pipeline.corpus import SINGLETON_CORPUS_SHARE, SegmentedCorpus, singleton_share
 from coref_pipeline.devices import bound_host_memory, resolve_device, resolve_precision
 from coref_pipeline.evaluation.predictions import GoldKey, score_predictions, summary_metrics
-from coref_pipeline.files import exclusive_directory
+from coref_pipeline.files import atomic_write_json, exclusive_directory
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import (
     AUTO,
@@ -39,6 +39,7 @@ from coref_pipeline.models.config import (
     resolve_mention_loss,
 )
 from coref_pipeline.models.document import DocumentTensors, random_crop
+from coref_pipeline.models.directory import TRAINING
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.processes import launched_rank
 from coref_pipeline.training.checkpoints import (
@@ -490,7 +491,44 @@ def fit(
     logger.info(
         "Best dev CoNLL F1 %.2f at step %d of %d", summary["best_f1"], summary["best_step"], summary["global_step"]
     )
+    if engine.is_main:
+        record = training_record(trained, recipe, training, run, summary, engine, fingerprint)
+        record.update(train_documents=len(train_documents), dev_documents=len(dev_documents))
+        atomic_write_json(record, run.work_dir / "best" / TRAINING)
     return CorefModel.load(run.work_dir / "best", device=engine.device)
+
+
+def training_record(
+    trained: CorefModel,
+    recipe: Recipe,
+    training: TrainingConfig,
+    run: Run,
+    summary: dict[str, Any],
+    engine: Engine,
+    fingerprint: str,
+) -> dict[str, Any]:
+    """How the best model of a finished run was trained, for its directory's ``training.json`` (model cards)."""
+    from importlib.metadata import version
+
+    named = run.log_params or {}
+    return {
+        "model_type": trained.model_type,
+        "preset": named.get("preset"),
+        "overrides": named.get("overrides", {}),
+        "encoder": trained.config.encoder,
+        "started_from": recipe.start or None,
+        "steps": summary["global_step"],
+        "best_step": summary["best_step"],
+        "best_dev_conll_f1": summary["best_f1"],
+        "train_minutes": round(summary["train_seconds"] / 60, 2),
+        "precision": training.precision,
+        "device": engine.device.type,
+        "devices": engine.world_size,
+        "seed": training.seed,
+        "coref_pipeline": version("coref-pipeline"),
+        "torch": torch.__version__,
+        "run_fingerprint": fingerprint,
+    }
 
 
 def _key_digest(key: GoldKey | None) -> list | None:

@@ -30,7 +30,7 @@ def train(
         remove_singletons,
         parameters.restart,
         dev_key=gold_key(dev_gold),
-        log_params={"preset": parameters.preset},
+        log_params={"preset": parameters.preset, "overrides": dict(parameters.overrides)},
         work_dir_parameter="coref_train.work_dir",
     )
     return train_baseline(corpus, model, training, run, parameters.init_from, parameters.take_from)

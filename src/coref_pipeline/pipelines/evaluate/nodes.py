@@ -24,6 +24,7 @@ from coref_pipeline.evaluation.test_sets import (
     winobias_summary,
 )
 from coref_pipeline.inference import CorefModel
+from coref_pipeline.model_card import ModelCardSettings, model_card
 from coref_pipeline.segment_study import dev_f1_at_segment_lengths
 
 
@@ -82,3 +83,23 @@ def summarise_test_sets(
     order = set_order(EvaluateSettings.from_dict(params).test_sets)
     table, winobias = summary_table(results, order), winobias_summary(results)
     return table, summary_markdown(table) + "\n" + winobias_markdown(winobias), summary_figure(table), winobias
+
+
+def write_model_card(
+    model: CorefModel,
+    dev_metrics: dict[str, float],
+    test_metrics: dict[str, float],
+    test_sets: dict[str, dict[str, float]],
+    params: dict[str, Any],
+) -> str:
+    """The model's card (the Hub's README.md format) with the metrics written beside it and its training record."""
+    settings = EvaluateSettings.from_dict(params)
+    return model_card(
+        model.model_type,
+        model.config.to_dict(),
+        model.training,
+        {"dev": dev_metrics, "test": test_metrics},
+        {name: metrics for name, metrics in test_sets.items() if name != CORPUS_TEST},
+        ModelCardSettings.from_dict(settings.model_card),
+        settings.remove_singletons,
+    )

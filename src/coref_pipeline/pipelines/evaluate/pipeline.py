@@ -1,9 +1,17 @@
 """The ``evaluate`` pipeline: for each model and split, the official metrics and Xia et al.'s breakdown; every model
-on every named test set (``evaluate.test_sets``) and the summary over them (tag ``summary``)."""
+on every named test set (``evaluate.test_sets``) and the summary over them (tag ``summary``); each model's card."""
 
 from kedro.pipeline import Node, Pipeline
 
-from .nodes import evaluate, predict_test, score_models, score_segment_lengths, score_test_sets, summarise_test_sets
+from .nodes import (
+    evaluate,
+    predict_test,
+    score_models,
+    score_segment_lengths,
+    score_test_sets,
+    summarise_test_sets,
+    write_model_card,
+)
 
 MODELS = ("baseline", "incremental")
 SPLITS = ("dev", "test")
@@ -60,6 +68,21 @@ def create_pipeline(**kwargs) -> Pipeline:
                 inputs=[f"{model}_model", f"eval_{model}_test_metrics", "params:evaluate"],
                 outputs=f"eval_{model}_test_sets",
                 name=f"score_{model}_test_sets",
+                tags=[model],
+            )
+        )
+        nodes.append(
+            Node(
+                write_model_card,
+                inputs=[
+                    f"{model}_model",
+                    f"eval_{model}_dev_metrics",
+                    f"eval_{model}_test_metrics",
+                    f"eval_{model}_test_sets",
+                    "params:evaluate",
+                ],
+                outputs=f"model_card_{model}",
+                name=f"write_{model}_model_card",
                 tags=[model],
             )
         )

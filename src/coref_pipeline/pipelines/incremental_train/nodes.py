@@ -31,6 +31,7 @@ def train(
         remove_singletons,
         parameters.restart,
         dev_key=gold_key(dev_gold),
+        log_params={"preset": parameters.preset, "overrides": dict(parameters.overrides)},
         work_dir_parameter="incremental_train.work_dir",
     )
     return train_incremental(

@@ -1,0 +1,206 @@
+"""A model directory's card in the Hugging Face Hub's format: YAML metadata with a ``model-index``, then Markdown.
+
+The ``evaluate`` pipeline writes one for each model it scores (``data/08_reporting/model_card_<model>.md``) from
+the same metrics it writes beside it, so the card's figures are the run's; ``coref-pipeline push`` uploads a
+model directory with its card as ``README.md`` (the Hub shows that file as the model's page, and reads the
+``model-index`` as the model's evaluation results). ``coref-pipeline import-tf-checkpoint`` writes a card with no
+scores into the directory it writes.
+
+What the card says of the training comes from the directory's training record (``training.json``, written by
+training's ``fit``): preset, the keys changed from it, steps, minutes, precision, devices, seed, the code's
+version and the run's fingerprint (a hash of the code, both configurations and the documents).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, ClassVar
+
+import yaml
+
+from coref_pipeline.config_base import Config
+from coref_pipeline.models.directory import HUB_ID
+from coref_pipeline.pretrained import EMBEDDED_MINILM, EMBEDDED_MINILM_HUB_ID
+
+LIBRARY = "coref-pipeline"
+# Where the card names the model's Hub id; ``coref-pipeline push`` writes the repository's id in its place.
+REPO_PLACEHOLDER = "OWNER/NAME"
+# The headline figures of a metrics file (``evaluation.predictions.summary_metrics``) as the card names them.
+METRIC_NAMES = {
+    "conll_f1": "CoNLL F1",
+    "muc_f1": "MUC F1",
+    "bcub_f1": "B3 F1",
+    "ceafe_f1": "CEAFe F1",
+    "lea_f1": "LEA F1",
+    "pronouns_linked": "pronouns linked to their occupation (%)",
+}
+MODELS = {
+    "baseline": 'the coarse-to-fine model of Joshi et al. (2019), "BERT for Coreference Resolution"',
+    "incremental": "the constant-memory incremental model of Xia, Sedoc and Van Durme (2020)",
+}
+
+
+@dataclass(frozen=True)
+class ModelCardSettings(Config):
+    """The ``evaluate.model_card`` parameters: what the card says that the run does not know."""
+
+    what: ClassVar[str] = "evaluate.model_card"
+
+    corpus: str = "corpus"  # the training corpus: a name, or its folder (the folder's name is taken)
+    language: tuple[str, ...] = ("en",)
+    license: str | None = None  # a Hub licence id (e.g. apache-2.0); the encoder's and the corpus's terms apply
+
+
+def base_model(encoder: str) -> str | None:
+    """The Hub id of the encoder a model was fine-tuned from, where it has one (not a local folder)."""
+    if encoder == EMBEDDED_MINILM:
+        return EMBEDDED_MINILM_HUB_ID
+    return encoder if HUB_ID.fullmatch(encoder) and not Path(encoder).exists() else None
+
+
+def _result(metrics: Mapping[str, float], dataset: str, split: str, label: str) -> dict[str, Any]:
+    return {
+        "task": {"type": "coreference-resolution", "name": "Coreference resolution"},
+        "dataset": {"type": dataset, "name": label, "split": split},
+        "metrics": [
+            {"type": key, "value": value, "name": METRIC_NAMES.get(key, key)}
+            for key, value in metrics.items()
+            if isinstance(value, int | float)
+        ],
+    }
+
+
+def _scores_table(rows: Sequence[tuple[str, Mapping[str, float]]]) -> list[str]:
+    keys = [key for key in METRIC_NAMES if any(key in metrics for _, metrics in rows)]
+    lines = ["| data | " + " | ".join(METRIC_NAMES[key] for key in keys) + " |", "|---" * (len(keys) + 1) + "|"]
+    for label, metrics in rows:
+        cells = [f"{metrics[key]:.2f}" if key in metrics else "" for key in keys]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def model_card(
+    model_type: str,
+    model_config: Mapping[str, Any],
+    training: Mapping[str, Any] | None,
+    scores: Mapping[str, Mapping[str, float]] | None = None,
+    test_sets: Mapping[str, Mapping[str, float]] | None = None,
+    settings: ModelCardSettings | None = None,
+    remove_singletons: bool | None = None,
+    title: str | None = None,
+    origin: str | None = None,
+) -> str:
+    """The card of a ``model_type`` model (named ``CORPUS-MODEL_TYPE``; ``push`` replaces ``REPO_PLACEHOLDER`` in
+    it with the repository's id): ``scores`` by split of the training corpus (``{"dev": metrics, "test": ...}``,
+    metrics files' dicts in percent), ``test_sets`` the named sets' metrics by set; ``training`` the directory's
+    training record (None: not trained here, and ``origin`` says where it comes from); ``remove_singletons``: how
+    the corpus's splits were scored; ``title``: the card's name for the model (default ``CORPUS-MODEL_TYPE``)."""
+    settings = settings or ModelCardSettings()
+    corpus = PurePosixPath(settings.corpus).name or settings.corpus
+    name = title or f"{corpus}-{model_type}"
+    scores, test_sets = dict(scores or {}), dict(test_sets or {})
+    encoder = str(model_config.get("encoder", ""))
+    header: dict[str, Any] = {"library_name": LIBRARY, "language": list(settings.language)}
+    if settings.license:
+        header["license"] = settings.license
+    header["tags"] = ["coreference-resolution", LIBRARY, model_type]
+    hub_encoder = base_model(encoder)
+    if hub_encoder:
+        header["base_model"] = hub_encoder
+    results = [_result(metrics, corpus, split, f"{corpus} ({split})") for split, metrics in scores.items()]
+    results += [_result(metrics, name_, "test", name_) for name_, metrics in test_sets.items()]
+    if results:
+        header["model-index"] = [{"name": name, "results": results}]
+
+    body = [f"# {name}", ""]
+    article = "An" if model_type[:1] in "aeiou" else "A"
+    version = f" {training['coref_pipeline']}" if training and training.get("coref_pipeline") else ""
+    body.append(
+        f"{article} {model_type} coreference model: {MODELS.get(model_type, model_type)}, over the encoder "
+        f"`{encoder}`{f' ({hub_encoder})' if hub_encoder and hub_encoder != encoder else ''}, written by "
+        f"{LIBRARY}{version}."
+    )
+    body += ["", "## Scores", ""]
+    if scores or test_sets:
+        rows = [(f"{corpus} {split}", metrics) for split, metrics in scores.items()]
+        rows += [(f"{set_name} (named test set)", metrics) for set_name, metrics in test_sets.items()]
+        body += _scores_table(rows)
+        singletons = {True: "removed from key and response", False: "kept"}.get(remove_singletons)
+        body += [
+            "",
+            "Percent, computed as the official CoNLL-2012 scorer computes them, as the `evaluate` pipeline wrote "
+            f"them into `data/08_reporting`{f'; singletons {singletons} on the corpus splits' if singletons else ''}.",
+        ]
+    else:
+        body.append(
+            "Not scored by this project yet: `coref-pipeline predict` it on a segmented test set and "
+            "`coref-pipeline score KEY.conll RESPONSE.conll`, or name it in `evaluate.models`."
+        )
+    body += ["", "## How it was trained", ""]
+    if training:
+        body += _training_lines(training)
+    else:
+        body.append(origin or "Not trained by this project (built or imported): no training record in its directory.")
+    body += ["", "## Use", "", "```python", "from coref_pipeline import CorefModel", ""]
+    body += [
+        f'model = CorefModel.load("{REPO_PLACEHOLDER}")  # a Hub id, or the model\'s directory',
+        'result = model.predict("Ada met Charles in 1833. He showed her his engine.")',
+        "print(result.mention_strings)  # also result.clusters (word spans), result.char_clusters",
+        "```",
+        "",
+        f"In spaCy (the `spacy` extra of {LIBRARY}): "
+        f'`nlp.add_pipe("coref_pipeline", config={{"model": "{REPO_PLACEHOLDER}"}})` writes the clusters to '
+        f'`doc.spans["coref_clusters_1"]`, ...; `coref-pipeline serve --model {REPO_PLACEHOLDER}` serves it over HTTP.',
+    ]
+    body += ["", "## Limits", ""]
+    body += _limits(model_type, model_config, corpus)
+    front = yaml.safe_dump(header, sort_keys=False, allow_unicode=True, width=1000)
+    return f"---\n{front}---\n\n" + "\n".join(body) + "\n"
+
+
+def _training_lines(training: Mapping[str, Any]) -> list[str]:
+    overrides = training.get("overrides") or {}
+    changed = ", ".join(f"`{key}: {value}`" for key, value in overrides.items()) or "none"
+    devices = training.get("devices", 1)
+    lines = [
+        f"- preset: `{training.get('preset')}`; keys changed from it: {changed}",
+        f"- encoder: `{training.get('encoder')}`",
+        f"- {training.get('steps')} steps (one document each) in {training.get('train_minutes')} minutes of training, "
+        f"on {devices} {training.get('device')} device{'s' if devices != 1 else ''}, precision "
+        f"`{training.get('precision')}`, seed {training.get('seed')}",
+        f"- the best dev CoNLL F1 during training, {training.get('best_dev_conll_f1', float('nan')):.2f}, "
+        f"at step {training.get('best_step')}: this model",
+    ]
+    if "train_documents" in training:
+        lines.append(f"- {training['train_documents']} training and {training.get('dev_documents')} dev documents")
+    lines.append(
+        f"- {LIBRARY} {training.get('coref_pipeline')}, torch {training.get('torch')}; run fingerprint "
+        f"`{training.get('run_fingerprint')}` (a hash of the code, both configurations and the documents: the "
+        "same fingerprint, the same run)"
+    )
+    return lines
+
+
+def _limits(model_type: str, model_config: Mapping[str, Any], corpus: str) -> list[str]:
+    lines = [
+        f"- Trained on {corpus} only: expect lower scores on other genres and domains, and read its "
+        "scores on the named test sets above where there are some.",
+        f"- It reads segments of {model_config.get('max_segment_len')} subtokens of its own tokenizer; spans of "
+        f"at most {model_config.get('max_span_width')} subtokens are mentions.",
+    ]
+    if model_type == "baseline":
+        lines.append(
+            f"- Documents longer than {model_config.get('max_inference_subtokens')} subtokens are refused "
+            "(memory grows with the square of the spans kept); the incremental model reads any length."
+        )
+    else:
+        lines.append(
+            "- Any length of document in bounded memory: clusters are kept as the text goes, segment by segment."
+        )
+    lines.append(
+        "- Coreference models repeat the biases of their training data (e.g. gendered pronouns linked to "
+        "stereotypical occupations: WinoBias measures it, `evaluate.test_sets` with `kind: winobias`)."
+    )
+    return lines

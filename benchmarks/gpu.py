@@ -20,6 +20,13 @@ Made to be run once on a machine with a GPU and no network, in a few minutes:
 5. A run through ``train_baseline`` (what ``kedro run --pipelines=coref_train`` calls) of ``spanbert_base``
    at ``precision: auto`` for ``--run-steps`` steps with a dev evaluation at its end, then
    ``coref-pipeline predict`` on LitBank test (a new process, ``--precision auto``), timed whole.
+6. The incremental model initialised from that run's best model, trained through ``train_incremental``
+   (what ``kedro run --pipelines=incremental_train`` calls; the committed preset, ``precision: auto``) for
+   ``--run-steps`` steps with a dev evaluation, then ``coref-pipeline predict`` with it on LitBank test.
+7. SpanBERT's objective (the ``pretrain`` pipeline's ``spanbert`` preset: span masking and the span boundary
+   objective) continuing the BERT-base-shaped encoder for ``--steps`` batches through ``pretrain_encoder``
+   in fp32 and in bf16-mixed: segments/s (its held-out evaluation and the encoder's save left out) and peak
+   GPU memory.
 
 Figures go to stdout and to ``WORK_DIR/results.json``.
 """
@@ -42,6 +49,7 @@ from baseline import (  # benchmarks/baseline.py: the same LitBank split, preset
     LITBANK,
     PEER_CONFIGURATION,
     ROOT,
+    incremental_preset,
     preset_settings,
     segmented_litbank,
     timed_training_steps,
@@ -49,8 +57,11 @@ from baseline import (  # benchmarks/baseline.py: the same LitBank split, preset
 from predict_command import coref_pipeline, host, test_f1  # benchmarks/predict_command.py
 
 from coref_pipeline.corpus import SegmentedCorpus
+from coref_pipeline.inference import CorefModel
 from coref_pipeline.models import encoder
+from coref_pipeline.pretraining.run import pretrain_encoder, pretrain_settings
 from coref_pipeline.training import Run, train_baseline
+from coref_pipeline.training.incremental import incremental_settings, train_incremental
 
 WORK = ROOT / "data" / "benchmarks" / "gpu"
 TOKENIZER_FILES = ("special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
@@ -87,18 +98,55 @@ def timed_row(
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
     model_config, training = preset_settings(preset, overrides)
-    without_cudnn = encoder._attention_without_cudnn
+    without_cudnn = encoder.attention_without_cudnn
     if cudnn_attention:
-        encoder._attention_without_cudnn = contextlib.nullcontext
+        encoder.attention_without_cudnn = contextlib.nullcontext
     try:
         measured = timed_training_steps(corpus, model_config, training, steps + 3, device=device)[3:]
     finally:
-        encoder._attention_without_cudnn = without_cudnn
+        encoder.attention_without_cudnn = without_cudnn
     return {
         "steps": len(measured),
         "documents_per_second": len(measured) / sum(measured),
         "median_step_seconds": statistics.median(measured),
         "slowest_step_seconds": max(measured),
+        "peak_gpu_memory_gib": gpu_memory_gib(torch.device(device)),
+    }
+
+
+def pretraining_row(
+    corpus: SegmentedCorpus, encoder_dir: Path, precision: str, steps: int, device: str, work: Path
+) -> dict:
+    """Segments/s and peak GPU memory of ``steps`` batches of SpanBERT's objective on ``encoder_dir``."""
+    import yaml
+
+    presets = yaml.safe_load((ROOT / "conf/base/parameters_pretrain.yml").read_text())["pretrain"]["presets"]
+    config, training = pretrain_settings(
+        presets,
+        "spanbert",
+        {
+            "encoder": str(encoder_dir),
+            "precision": precision,
+            "device": device,
+            "max_steps": steps,
+            "eval_frequency": steps,
+            "checkpoint_frequency": steps,
+            "num_epochs": 100,
+        },
+    )
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    run = Run(work / f"pretrain_{precision}", remove_singletons=False, restart=True)
+    pretrain_encoder(corpus, config, training, run, work / f"pretrained_{precision}")
+    checkpoint = sorted((work / f"pretrain_{precision}" / "checkpoints").glob("step-*"))[-1]
+    state = json.loads((checkpoint / "state.json").read_text())["train_state"]
+    return {
+        "steps": state["global_step"],
+        "batch_segments": config.batch_segments,
+        "train_seconds": state["train_seconds"],
+        "segments_per_second": state["global_step"] * config.batch_segments / state["train_seconds"],
         "peak_gpu_memory_gib": gpu_memory_gib(torch.device(device)),
     }
 
@@ -110,7 +158,18 @@ def main() -> None:
     parser.add_argument("--encoder-files", type=Path, help="the MiniLM's config.json and tokenizer files")
     parser.add_argument("--work-dir", type=Path, default=WORK)
     parser.add_argument("--device", default="cuda", help="cuda (cpu only to try the program)")
+    parser.add_argument(
+        "--no-curves",
+        action="store_true",
+        help="the runs without DVCLive's curves (for a machine without DVC's own dependencies, e.g. a bare GPU image)",
+    )
     args = parser.parse_args()
+    if args.no_curves:
+        from coref_pipeline.pretraining import run as pretraining_run
+        from coref_pipeline.training import loop
+
+        for module in (loop, pretraining_run):
+            module.DvcLiveCallback = lambda *_, **__: loop.TrainingCallback()  # a callback that does nothing
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not (LITBANK / "train.conll").is_file():
         sys.exit(f"shared LitBank corpus not found at {LITBANK}")
@@ -200,6 +259,48 @@ def main() -> None:
     documents = sum(1 for line in test.read_text().splitlines() if line.strip())
     results["predict"] = {"documents": documents, "seconds": seconds, "test_conll_f1": test_f1(output)}
     print(f"coref-pipeline predict: {documents} test documents in {seconds:.1f} s (whole command)")
+
+    _, incremental_values = incremental_preset(None)
+    config, training = incremental_settings(
+        CorefModel.load(work / "run" / "best"),
+        {
+            **incremental_values,
+            "precision": "auto",
+            "device": args.device,
+            "max_steps": args.run_steps,
+            "eval_frequency": args.run_steps,
+            "checkpoint_frequency": args.run_steps,
+            "report_frequency": 10,
+            "eval_max_documents": 5,
+        },
+    )
+    started = time.perf_counter()
+    train_incremental(
+        CorefModel.load(work / "run" / "best"),
+        corpus,
+        config,
+        training,
+        Run(work / "incremental", remove_singletons=True, restart=True),
+    )
+    results["incremental_run"] = {"steps": args.run_steps, "seconds": time.perf_counter() - started}
+    print(
+        f"train_incremental: {args.run_steps} steps and a dev evaluation in {results['incremental_run']['seconds']:.1f} s"
+    )
+    output = work / "predicted_incremental.jsonl"
+    seconds = coref_pipeline(
+        "predict", "--model", str(work / "incremental" / "best"), "--device", args.device, str(test), str(output)
+    )
+    results["predict_incremental"] = {"documents": documents, "seconds": seconds, "test_conll_f1": test_f1(output)}
+    print(f"coref-pipeline predict (incremental): {documents} test documents in {seconds:.1f} s (whole command)")
+
+    results["pretraining"] = {}
+    for precision in ("32", "bf16-mixed"):
+        results["pretraining"][precision] = pretraining_row(corpus, base, precision, args.steps, args.device, work)
+        row = results["pretraining"][precision]
+        print(
+            f"pretrain (span masking + SBO), {precision}: {row['segments_per_second']:.2f} segments/s over "
+            f"{row['steps']} batches of {row['batch_segments']}, peak GPU memory {row['peak_gpu_memory_gib']:.2f} GiB"
+        )
     (work / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
 

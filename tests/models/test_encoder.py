@@ -40,11 +40,11 @@ def train_mode_outputs(encoder) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def test_attention_on_a_gpu_leaves_out_cudnn_and_keeps_the_other_kernels():
-    from coref_pipeline.models.encoder import _attention_without_cudnn
+    from coref_pipeline.models.encoder import attention_without_cudnn
 
     cuda = torch.backends.cuda
     before = (cuda.cudnn_sdp_enabled(), cuda.flash_sdp_enabled(), cuda.mem_efficient_sdp_enabled())
-    with _attention_without_cudnn():
+    with attention_without_cudnn():
         assert not cuda.cudnn_sdp_enabled()
         assert cuda.flash_sdp_enabled() and cuda.mem_efficient_sdp_enabled() and cuda.math_sdp_enabled()
     assert (cuda.cudnn_sdp_enabled(), cuda.flash_sdp_enabled(), cuda.mem_efficient_sdp_enabled()) == before

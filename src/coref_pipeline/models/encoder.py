@@ -69,7 +69,7 @@ class SegmentEncoder(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """``[num_segments, seg_len]`` ids and mask -> ``[num_subtokens, hidden]`` (padding removed)."""
         if input_ids.is_cuda:
-            with _attention_without_cudnn():
+            with attention_without_cudnn():
                 return self._encode(input_ids, attention_mask)
         return self._encode(input_ids, attention_mask)
 
@@ -84,8 +84,9 @@ class SegmentEncoder(nn.Module):
         return torch.cat(outputs, dim=0)
 
 
-def _attention_without_cudnn():
-    """PyTorch's attention on a GPU with every kernel but cuDNN's (flash, memory-efficient, math).
+def attention_without_cudnn():
+    """PyTorch's attention on a GPU with every kernel but cuDNN's (flash, memory-efficient, math); the
+    pretraining objective's encoder runs under it too (its batches are cut to their longest segment as well).
 
     The batches are cut to their longest segment, so their widths vary from document to document, and cuDNN's
     attention builds an execution plan for every new shape: on an H100, ``spanbert_base`` trained in bf16 at

@@ -9,6 +9,7 @@ decoder the (trained) embedding matrix. The span boundary head always starts new
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -17,6 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional as nn_functional
 
+from coref_pipeline.models.encoder import attention_without_cudnn
 from coref_pipeline.pretraining.data import MaskedBatch
 from coref_pipeline.pretraining.heads import MaskedLMHead, SpanBoundaryHead
 from coref_pipeline.pretraining.masking import IGNORE_INDEX
@@ -73,7 +75,8 @@ class SpanBertPretrainer(nn.Module):
         (the masked-LM head's right guesses among the predicted subtokens)."""
         device = next(self.parameters()).device
         batch = batch.to(device)
-        hidden = self.encoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
+        with attention_without_cudnn() if device.type == "cuda" else contextlib.nullcontext():
+            hidden = self.encoder(input_ids=batch.input_ids, attention_mask=batch.attention_mask).last_hidden_state
         hidden = hidden.reshape(-1, hidden.shape[-1])  # [B * L, H]
         labels = batch.labels.reshape(-1)  # [B * L]
         predicted = (labels != IGNORE_INDEX).nonzero().squeeze(1)  # [m]

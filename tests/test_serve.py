@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import httpx
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from coref_pipeline.inference import CorefModel
 
 from .models.tiny import save_tiny_models
+from .paths import PROJECT_ROOT
 
 CLIENTS, REQUESTS = 8, 25
 
@@ -127,3 +130,87 @@ def test_the_page_has_the_box_the_button_and_the_script(server):
     url, _ = server
     page = httpx.get(url).text
     assert '<textarea id="text"' in page and '<button id="go"' in page and 'fetch("predict"' in page
+
+
+# The page in a real browser: Debian's Chromium and its driver (`apt-get install chromium chromium-driver`;
+# .ci/run installs them and sets COREF_PIPELINE_REQUIRE_BROWSER=1, so that CI fails rather than skips without one).
+CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome")
+CHROMEDRIVER = ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
+ARTIFACTS = PROJECT_ROOT / "test-artifacts"  # what a test keeps for a person to look at (ignored by git)
+
+
+def headless_chromium():
+    """A Selenium driver of a headless Chromium found on this machine, or a skip (a failure where one is required)."""
+    binary = next((path for path in CHROMIUM if Path(path).is_file()), None)
+    driver_path = next((path for path in CHROMEDRIVER if Path(path).is_file()), None)
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        binary = None
+    if binary is None or driver_path is None:
+        reason = "no Chromium with its driver here: apt-get install chromium chromium-driver (and pip install selenium)"
+        if os.environ.get("COREF_PIPELINE_REQUIRE_BROWSER") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    options = webdriver.ChromeOptions()
+    options.binary_location = binary
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1000,700"):
+        options.add_argument(argument)
+    # The driver named: Selenium Manager (which would download one) is not consulted.
+    return webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
+
+
+MENTIONS_SHOWN = """
+return [...document.querySelectorAll('#result span.mention')].map(node => {
+  const copy = node.cloneNode(true);
+  copy.querySelectorAll('sub').forEach(label => label.remove());
+  return [node.dataset.cluster, copy.textContent, getComputedStyle(node).backgroundColor];
+});
+"""
+
+
+@pytest.mark.slow
+def test_the_page_in_a_headless_browser_shows_the_clusters_of_a_pasted_text(server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    url, model_dir = server
+    text = text_of(5, 7)
+    expected = CorefModel.load(model_dir).predict(text)
+    assert expected.char_clusters, "the tiny model predicts no cluster here: the page would show nothing"
+    browser = headless_chromium()
+    try:
+        browser.get(url)
+        box = browser.find_element(By.ID, "text")
+        box.clear()
+        box.send_keys(text)  # typed in, as a person pastes it
+        browser.find_element(By.ID, "go").click()
+        WebDriverWait(browser, 60).until(
+            expected_conditions.presence_of_element_located((By.CSS_SELECTOR, "#result span.mention"))
+        )
+        shown = browser.execute_script(MENTIONS_SHOWN)
+        whole = browser.execute_script(
+            "const copy = document.getElementById('result').cloneNode(true);"
+            "copy.querySelectorAll('sub').forEach(label => label.remove()); return copy.textContent;"
+        )
+        ARTIFACTS.mkdir(exist_ok=True)
+        screenshot = ARTIFACTS / "serve_page.png"
+        assert browser.save_screenshot(str(screenshot))
+        assert browser.find_element(By.ID, "error").text == ""
+    finally:
+        browser.quit()
+    # Every mention of every cluster, with its cluster's number, and nothing else; the text as it was pasted.
+    wanted = [
+        (str(number + 1), text[start:end])
+        for number, cluster in enumerate(expected.char_clusters)
+        for start, end in cluster
+    ]
+    assert sorted((cluster, mention) for cluster, mention, _ in shown) == sorted(wanted)
+    assert whole == text
+    # One colour per cluster, a different one for each (up to the page's eight colours).
+    colours = {cluster: {colour for c, _, colour in shown if c == cluster} for cluster, _, _ in shown}
+    assert all(len(found) == 1 and "0, 0, 0, 0" not in next(iter(found)) for found in colours.values())
+    assert len({next(iter(found)) for found in colours.values()}) == min(len(colours), 8)
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 5000

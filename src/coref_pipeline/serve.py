@@ -210,7 +210,7 @@ function render(record) {
   }
   function close_until(stop) {
     while (open.length && open[open.length - 1].end <= stop) {
-      const done = open.pop(); text_until(done.end);
+      const done = open[open.length - 1]; text_until(done.end); open.pop();
       const label = document.createElement("sub"); label.textContent = String(done.number + 1); done.node.append(label);
     }
   }

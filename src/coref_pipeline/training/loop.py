@@ -38,8 +38,8 @@ from coref_pipeline.models.config import (
     resolve_head,
     resolve_mention_loss,
 )
-from coref_pipeline.models.document import DocumentTensors, random_crop
 from coref_pipeline.models.directory import TRAINING
+from coref_pipeline.models.document import DocumentTensors, random_crop
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.processes import launched_rank
 from coref_pipeline.training.checkpoints import (
@@ -508,7 +508,7 @@ def training_record(
     fingerprint: str,
 ) -> dict[str, Any]:
     """How the best model of a finished run was trained, for its directory's ``training.json`` (model cards)."""
-    from importlib.metadata import version
+    from coref_pipeline import __version__
 
     named = run.log_params or {}
     return {
@@ -525,7 +525,7 @@ def training_record(
         "device": engine.device.type,
         "devices": engine.world_size,
         "seed": training.seed,
-        "coref_pipeline": version("coref-pipeline"),
+        "coref_pipeline": __version__,
         "torch": torch.__version__,
         "run_fingerprint": fingerprint,
     }

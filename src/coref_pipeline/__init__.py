@@ -15,7 +15,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # Imported on first use: Kedro imports this package for its settings and should not load torch.
 _ENTRY_POINTS = {

@@ -230,20 +230,18 @@ def main() -> None:
         results["two_processes"] = "skipped: fewer than two GPUs"
         print("two processes: skipped (fewer than two GPUs)")
 
+    # The runs through the pipelines' entry points: precision auto, a checkpoint and a dev evaluation at the end.
+    run_settings = {
+        "precision": "auto",
+        "device": args.device,
+        "max_steps": args.run_steps,
+        "eval_frequency": args.run_steps,
+        "checkpoint_frequency": args.run_steps,
+        "report_frequency": 10,
+        "eval_max_documents": 5,
+    }
     preset, overrides = rows["spanbert_base, bf16-mixed"]
-    model_config, training = preset_settings(
-        preset,
-        {
-            **overrides,
-            "precision": "auto",
-            "device": args.device,
-            "max_steps": args.run_steps,
-            "eval_frequency": args.run_steps,
-            "checkpoint_frequency": args.run_steps,
-            "report_frequency": 10,
-            "eval_max_documents": 5,
-        },
-    )
+    model_config, training = preset_settings(preset, {**overrides, **run_settings})
     run = Run(work / "run", remove_singletons=True, restart=True)
     started = time.perf_counter()
     train_baseline(corpus, model_config, training, run)
@@ -262,17 +260,7 @@ def main() -> None:
 
     _, incremental_values = incremental_preset(None)
     config, training = incremental_settings(
-        CorefModel.load(work / "run" / "best"),
-        {
-            **incremental_values,
-            "precision": "auto",
-            "device": args.device,
-            "max_steps": args.run_steps,
-            "eval_frequency": args.run_steps,
-            "checkpoint_frequency": args.run_steps,
-            "report_frequency": 10,
-            "eval_max_documents": 5,
-        },
+        CorefModel.load(work / "run" / "best"), {**incremental_values, **run_settings}
     )
     started = time.perf_counter()
     train_incremental(

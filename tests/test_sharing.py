@@ -83,7 +83,12 @@ def test_push_commits_every_file_and_the_card_as_readme(hub, model_dir, capsys):
     )
     names = [name for name, _ in hub.calls]
     assert names == ["HfApi", "create_repo", "create_commit"]  # no branch: main
-    assert hub.calls[1][1] == {"repo_id": "someone/litbank-baseline", "repo_type": "model", "private": False, "exist_ok": True}
+    assert hub.calls[1][1] == {
+        "repo_id": "someone/litbank-baseline",
+        "repo_type": "model",
+        "private": False,
+        "exist_ok": True,
+    }
     commit = hub.calls[2][1]
     assert (commit["repo_id"], commit["repo_type"], commit["revision"]) == ("someone/litbank-baseline", "model", None)
     assert commit["commit_message"] == "Upload baseline (coref-pipeline)"

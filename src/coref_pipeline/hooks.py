@@ -121,7 +121,7 @@ class TestSetsHook:
     """Before a run that scores the named test sets (``evaluate.test_sets``), every set is read and parsed and
     every named model (``evaluate.models``) found: a missing or malformed one stops the run in one line naming
     the set and the file (or the model), before any model is loaded and before any output is written. The
-    model cards' settings (``evaluate.model_card``) are checked there too."""
+    model cards' settings (``model_card``) are checked there too."""
 
     @hook_impl
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
@@ -135,4 +135,4 @@ class TestSetsHook:
         settings = EvaluateSettings.from_dict(catalog.load("params:evaluate"))
         read_test_sets(settings.test_sets, settings.remove_singletons)
         check_named_models(settings.models)
-        ModelCardSettings.from_dict(settings.model_card)
+        ModelCardSettings.from_dict(catalog.load("params:model_card"))

@@ -25,6 +25,7 @@ from coref_pipeline.models.directory import HUB_ID
 from coref_pipeline.pretrained import EMBEDDED_MINILM, EMBEDDED_MINILM_HUB_ID
 
 LIBRARY = "coref-pipeline"
+CARD = "README.md"  # where a model directory, and the Hub, keep a model's card
 # Where the card names the model's Hub id; ``coref-pipeline push`` writes the repository's id in its place.
 REPO_PLACEHOLDER = "OWNER/NAME"
 # The headline figures of a metrics file (``evaluation.predictions.summary_metrics``) as the card names them.
@@ -44,13 +45,18 @@ MODELS = {
 
 @dataclass(frozen=True)
 class ModelCardSettings(Config):
-    """The ``evaluate.model_card`` parameters: what the card says that the run does not know."""
+    """The ``model_card`` parameters: what a card says that the run does not know."""
 
-    what: ClassVar[str] = "evaluate.model_card"
+    what: ClassVar[str] = "model_card"
 
     corpus: str = "corpus"  # the training corpus: a name, or its folder (the folder's name is taken)
     language: tuple[str, ...] = ("en",)
     license: str | None = None  # a Hub licence id (e.g. apache-2.0); the encoder's and the corpus's terms apply
+
+    @property
+    def corpus_name(self) -> str:
+        """The corpus as a card names it: the folder's name where ``corpus`` is a path."""
+        return PurePosixPath(self.corpus).name or self.corpus
 
 
 def base_model(encoder: str) -> str | None:
@@ -98,7 +104,7 @@ def model_card(
     training record (None: not trained here, and ``origin`` says where it comes from); ``remove_singletons``: how
     the corpus's splits were scored; ``title``: the card's name for the model (default ``CORPUS-MODEL_TYPE``)."""
     settings = settings or ModelCardSettings()
-    corpus = PurePosixPath(settings.corpus).name or settings.corpus
+    corpus = settings.corpus_name
     name = title or f"{corpus}-{model_type}"
     scores, test_sets = dict(scores or {}), dict(test_sets or {})
     encoder = str(model_config.get("encoder", ""))
@@ -204,3 +210,53 @@ def _limits(model_type: str, model_config: Mapping[str, Any], corpus: str) -> li
         "stereotypical occupations: WinoBias measures it, `evaluate.test_sets` with `kind: winobias`)."
     )
     return lines
+
+
+def encoder_card(pretrain: Mapping[str, Any], metrics: Mapping[str, float], train_minutes: float, corpus: str) -> str:
+    """The card of an encoder directory the ``pretrain`` pipeline writes: SpanBERT's objective continued from
+    ``pretrain["encoder"]`` on ``corpus``'s text; ``metrics`` the held-out figures it was kept at (what the
+    pipeline returns), with ``steps`` and ``best_step``."""
+    encoder = str(pretrain.get("encoder", ""))
+    hub_encoder = base_model(encoder)
+    header: dict[str, Any] = {"library_name": "transformers", "tags": [LIBRARY, "spanbert", "feature-extraction"]}
+    if hub_encoder:
+        header["base_model"] = hub_encoder
+    figures = {key: value for key, value in metrics.items() if key not in ("steps", "best_step")}
+    header["model-index"] = [
+        {
+            "name": f"{corpus}-pretrained-encoder",
+            "results": [
+                {
+                    "task": {"type": "fill-mask", "name": "Masked language modelling"},
+                    "dataset": {"type": corpus, "name": f"{corpus} (held-out train documents)", "split": "train"},
+                    "metrics": [{"type": key, "value": value, "name": key} for key, value in figures.items()],
+                }
+            ],
+        }
+    ]
+    objective = "span masking" if pretrain.get("masking") == "span" else f"{pretrain.get('masking')} masking"
+    objective += " and the span boundary objective" if pretrain.get("sbo") else " (no span boundary objective)"
+    body = [
+        f"# {corpus}-pretrained-encoder",
+        "",
+        f"`{encoder}`{f' ({hub_encoder})' if hub_encoder and hub_encoder != encoder else ''} continued with "
+        f"SpanBERT's objective ({objective}; Joshi et al. 2020) on the text of {corpus} by {LIBRARY}'s `pretrain` "
+        "pipeline: a BERT encoder (`AutoModel.from_pretrained` reads it) and its tokenizer; the masked-LM and SBO "
+        "heads are kept apart (`pretraining_heads.safetensors`), the settings in `pretraining.json`.",
+        "",
+        "## Held-out figures",
+        "",
+        "| " + " | ".join(figures) + " |",
+        "|---" * len(figures) + "|",
+        "| " + " | ".join(f"{value:.4f}" for value in figures.values()) + " |",
+        "",
+        f"Kept at step {metrics.get('best_step')} of {metrics.get('steps')} ({train_minutes:.2f} minutes of training), "
+        "by the held-out masked-token accuracy (percent).",
+        "",
+        "## Use",
+        "",
+        "Fine-tune a coreference model on it: `coref_train.encoder_from` names this directory. It is an encoder, "
+        "not a coreference model: `CorefModel.load` does not read it.",
+    ]
+    front = yaml.safe_dump(header, sort_keys=False, allow_unicode=True, width=1000)
+    return f"---\n{front}---\n\n" + "\n".join(body) + "\n"

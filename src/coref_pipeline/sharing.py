@@ -12,12 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from coref_pipeline.errors import UserError
-from coref_pipeline.model_card import REPO_PLACEHOLDER
+from coref_pipeline.model_card import CARD, REPO_PLACEHOLDER
 from coref_pipeline.models.directory import HUB_ID, read_stored_config
 
 logger = logging.getLogger(__name__)
-
-CARD = "README.md"  # where the Hub reads a model's card
 
 
 class PushError(UserError, ValueError):

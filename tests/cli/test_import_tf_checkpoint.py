@@ -19,7 +19,10 @@ def test_imports_a_checkpoint_and_says_what_it_skipped(tmp_path, capsys):
     out = tmp_path / "released"
     assert run(["import-tf-checkpoint", str(TINY_CHECKPOINT), str(out)]) == 0
     printed = capsys.readouterr().out
-    assert f"Wrote {out} (with its model card, README.md): imported 66 variables (5,906 parameters) of experiment " in printed
+    assert (
+        f"Wrote {out} (with its model card, README.md): imported 66 variables (5,906 parameters) of experiment "
+        in printed
+    )
     assert (
         "skipped 135 optimiser variables (46.2 KiB: Adam, Adam_1, adam_m, adam_v, beta1_power, beta2_power, " in printed
     )

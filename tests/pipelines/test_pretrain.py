@@ -40,9 +40,11 @@ def pretrain_params(encoder, tmp_path, **overrides):
 
 
 def test_coref_train_fine_tunes_the_encoder_pretrain_wrote(encoder_dir, tmp_path):  # noqa: F811
-    metrics = pretrain(segmented(), segmentation(str(encoder_dir)), pretrain_params(encoder_dir, tmp_path))
+    card_params = {"corpus": "data/01_raw/sample", "language": ["en"], "license": None}
+    metrics = pretrain(segmented(), segmentation(str(encoder_dir)), pretrain_params(encoder_dir, tmp_path), card_params)
     assert {"loss", "mlm_loss", "sbo_loss", "accuracy", "best_step", "steps"} <= set(metrics)
     out = tmp_path / "pretrained_encoder"
+    assert "# sample-pretrained-encoder" in (out / "README.md").read_text()  # its card names the corpus's folder
     params = {**params_for(encoder_dir, tmp_path / "work", num_epochs=1), "encoder_from": str(out)}
     model = train(segmented(), segmentation(str(encoder_dir)), params, dev_gold(), False)
     saved = json.loads((tmp_path / "work" / "best" / "coref_config.json").read_text())

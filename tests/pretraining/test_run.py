@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 import torch
 from safetensors.torch import load_file
 
@@ -67,7 +68,7 @@ def test_pretraining_lowers_the_held_out_loss_and_writes_an_encoder_directory(en
     config, training = settings(encoder_dir, eval_on_start=True)
     evaluations = Evaluations()
     run = Run(tmp_path / "work", remove_singletons=False, callbacks=[evaluations])
-    kept = pretrain_encoder(corpus(encoder_dir), config, training, run, tmp_path / "encoder")
+    kept = pretrain_encoder(corpus(encoder_dir), config, training, run, tmp_path / "encoder", corpus_name="cyclic")
     out = tmp_path / "encoder"
     (first_step, first), (_, last) = evaluations.metrics[0], evaluations.metrics[-1]
     assert dict(evaluations.metrics)[kept["best_step"]] == {k: kept[k] for k in first}  # the metrics of the one kept
@@ -84,6 +85,16 @@ def test_pretraining_lowers_the_held_out_loss_and_writes_an_encoder_directory(en
     assert {"mlm.transform.dense.weight", "sbo.positions.weight"} <= set(heads)
     assert "mlm.decoder.weight" not in heads  # the decoder is the encoder's embedding matrix
     assert json.loads((out / SETTINGS_FILE).read_text())["pretrain"]["masking"] == "span"
+    # its card: the Hub's format, the held-out figures returned (the pipeline's metrics file) in its model-index
+    card = (out / "README.md").read_text()
+    header = yaml.safe_load(card[4:].split("\n---\n", 1)[0])
+    (result,) = header["model-index"][0]["results"]
+    assert {metric["type"]: metric["value"] for metric in result["metrics"]} == {
+        key: value for key, value in kept.items() if key not in ("steps", "best_step")
+    }
+    assert header["library_name"] == "transformers" and result["dataset"]["type"] == "cyclic"
+    assert f"Kept at step {kept['best_step']} of {kept['steps']}" in card
+    assert "span masking and the span boundary objective" in card
 
 
 def test_without_the_span_boundary_objective_its_loss_is_zero_and_no_head_is_kept(encoder_dir, tmp_path):

@@ -46,9 +46,8 @@ def import_tf_checkpoint(checkpoint_dir: str, out_model_dir: str, preset: str | 
 def write_imported_card(directory: Path, experiment: str, checkpoint: str) -> None:
     """The imported model's card (no scores: this project has not scored it yet) as the directory's README.md."""
     from coref_pipeline.files import atomic_write_text
-    from coref_pipeline.model_card import ModelCardSettings, model_card
+    from coref_pipeline.model_card import CARD, ModelCardSettings, model_card
     from coref_pipeline.models.directory import read_stored_config
-    from coref_pipeline.sharing import CARD
 
     stored = read_stored_config(directory)
     origin = (

@@ -49,8 +49,6 @@ class EvaluateSettings(Config):
     test_sets: dict[str, Any] = field(default_factory=dict)
     # More models scored on the corpus's test and every set, by name: model directories (an imported release).
     models: dict[str, str] = field(default_factory=dict)
-    # What the model cards say that the run does not know (model_card.ModelCardSettings: corpus, language, license).
-    model_card: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         try:

@@ -25,7 +25,8 @@ from typing import Any, ClassVar
 from coref_pipeline.config_base import Config, ConfigError
 from coref_pipeline.corpus import SegmentedCorpus
 from coref_pipeline.devices import resolve_device, resolve_precision
-from coref_pipeline.files import atomic_directory, atomic_write_json
+from coref_pipeline.files import atomic_directory, atomic_write_json, atomic_write_text
+from coref_pipeline.model_card import CARD, encoder_card
 from coref_pipeline.models.config import TrainingConfig, resolve_preset, split_settings
 from coref_pipeline.models.serialization import atomic_save_tensors
 from coref_pipeline.pretrained import load_pretrained, load_tokenizer
@@ -285,11 +286,13 @@ def pretrain_encoder(
     run: Run,
     out_dir: str | Path,
     more_text: Sequence[dict[str, Any]] = (),
+    corpus_name: str = "corpus",
 ) -> dict[str, Any]:
     """Continue ``config.encoder`` with SpanBERT's objectives on the train split of ``corpus`` (segmented with the
     encoder's tokenizer at ``max_segment_len``); the best encoder directory is copied to ``out_dir``. Returns
     its held-out metrics (losses, masked-token accuracy in percent) with the step it was kept at and the run's
-    steps. ``more_text``: more segmented documents to train on (``text_documents``), never held out."""
+    steps. ``more_text``: more segmented documents to train on (``text_documents``), never held out. The directory
+    gets a card (``README.md``, ``model_card.encoder_card``) naming ``corpus_name``."""
     device = resolve_device(training.device)
     training = replace(training, precision=resolve_precision(training.precision, device))
     corpus.check_before_loading(config.encoder, config.max_segment_len, "the encoder to pretrain")
@@ -338,5 +341,8 @@ def pretrain_encoder(
         )
         with atomic_directory(out_dir) as folder:
             shutil.copytree(run.work_dir / "best", folder, dirs_exist_ok=True)
-    kept = json.loads((Path(out_dir) / SETTINGS_FILE).read_text(encoding="utf-8"))["held_out"]
-    return {**kept, "best_step": summary_state["best_step"], "steps": summary_state["global_step"]}
+            kept = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8"))["held_out"]
+            metrics = {**kept, "best_step": summary_state["best_step"], "steps": summary_state["global_step"]}
+            card = encoder_card(config.to_dict(), metrics, summary_state["train_seconds"] / 60, corpus_name)
+            atomic_write_text(folder / CARD, card)
+    return metrics

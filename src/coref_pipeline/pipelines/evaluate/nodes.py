@@ -91,15 +91,15 @@ def write_model_card(
     test_metrics: dict[str, float],
     test_sets: dict[str, dict[str, float]],
     params: dict[str, Any],
+    card_params: dict[str, Any],
 ) -> str:
     """The model's card (the Hub's README.md format) with the metrics written beside it and its training record."""
-    settings = EvaluateSettings.from_dict(params)
     return model_card(
         model.model_type,
         model.config.to_dict(),
         model.training,
         {"dev": dev_metrics, "test": test_metrics},
         {name: metrics for name, metrics in test_sets.items() if name != CORPUS_TEST},
-        ModelCardSettings.from_dict(settings.model_card),
-        settings.remove_singletons,
+        ModelCardSettings.from_dict(card_params),
+        EvaluateSettings.from_dict(params).remove_singletons,
     )

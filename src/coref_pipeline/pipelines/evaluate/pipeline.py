@@ -80,6 +80,7 @@ def create_pipeline(**kwargs) -> Pipeline:
                     f"eval_{model}_test_metrics",
                     f"eval_{model}_test_sets",
                     "params:evaluate",
+                    "params:model_card",
                 ],
                 outputs=f"model_card_{model}",
                 name=f"write_{model}_model_card",

@@ -10,7 +10,7 @@ def create_pipeline(**kwargs) -> Pipeline:
         [
             Node(
                 pretrain,
-                inputs=["segmented_documents", "segmentation", "params:pretrain"],
+                inputs=["segmented_documents", "segmentation", "params:pretrain", "params:model_card"],
                 outputs="pretrain_metrics",
                 name="pretrain_encoder",
             )

@@ -100,3 +100,16 @@ def test_the_base_model_is_a_hub_id_or_nothing(encoder, hub_id):
 def test_unknown_card_settings_are_refused_naming_the_key():
     with pytest.raises(ConfigError, match="licence"):
         ModelCardSettings.from_dict({"licence": "mit"})
+
+
+def test_the_hubs_own_card_parser_reads_the_results():
+    """``huggingface_hub.ModelCard`` (what the Hub's library reads a README.md with) finds every figure."""
+    from huggingface_hub import ModelCard
+
+    card = ModelCard(
+        model_card("baseline", BaselineConfig().to_dict(), RECORD, {"dev": DEV, "test": TEST}, {}, ModelCardSettings())
+    )
+    assert (card.data.model_name, card.data.library_name) == ("corpus-baseline", "coref-pipeline")
+    read = {(r.dataset_split, r.metric_type): r.metric_value for r in card.data.eval_results}
+    assert read == {**{("dev", k): v for k, v in DEV.items()}, **{("test", k): v for k, v in TEST.items()}}
+    assert {r.task_type for r in card.data.eval_results} == {"coreference-resolution"}

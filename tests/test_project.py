@@ -185,6 +185,13 @@ def test_evaluate_scores_every_model_on_named_test_sets(project_copy):
     assert f"test set 'broken': {broken}:2: " in " ".join(output.split())
     assert "Completed node" not in output and "baseline_model" not in output
     assert {path: path.stat().st_mtime_ns for path in reporting.rglob("*") if path.is_file()} == written
+    # So does an unknown key of the model cards' settings, naming it.
+    local.write_text(yaml.safe_dump({"model_card": {"licence": "mit"}}))
+    result = kedro(project_copy, "run", "--pipelines=evaluate", check=False)
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0 and "model_card" in output and "licence" in output
+    assert "Completed node" not in output
+    assert {path: path.stat().st_mtime_ns for path in reporting.rglob("*") if path.is_file()} == written
     local.unlink()
 
 

@@ -177,7 +177,8 @@ def _training_lines(training: Mapping[str, Any]) -> list[str]:
         f"on {devices} {training.get('device')} device{'s' if devices != 1 else ''}, precision "
         f"`{training.get('precision')}`, seed {training.get('seed')}",
         f"- the best dev CoNLL F1 during training, {training.get('best_dev_conll_f1', float('nan')):.2f}, "
-        f"at step {training.get('best_step')}: this model",
+        f"at step {training.get('best_step')}: this model"
+        + (" (the model it started from: training did not improve on it)" if training.get("best_step") == 0 else ""),
     ]
     if "train_documents" in training:
         lines.append(f"- {training['train_documents']} training and {training.get('dev_documents')} dev documents")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-import yaml
 import torch
+import yaml
 from safetensors.torch import load_file
 
 from coref_pipeline.config_base import ConfigError

@@ -9,6 +9,7 @@ the workers Fabric spawns when ``kedro run`` is given ``devices: 2``.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -156,6 +157,8 @@ def test_spawned_workers_train_as_torchrun_ranks_and_resume_after_a_kill(tmp_pat
     uninterrupted = tmp_path / "uninterrupted"
     train(uninterrupted, dropout=0.0)
     assert_trained_as_accumulated(final_weights(uninterrupted), single_process_accumulation())
+    record = json.loads((uninterrupted / "best" / "training.json").read_text())  # written once, by this process
+    assert (record["devices"], record["device"]) == (2, "cpu")
 
     # With dropout each rank draws its own masks: resuming must restore every rank's RNG.
     reference, resumed = tmp_path / "reference", tmp_path / "resumed"

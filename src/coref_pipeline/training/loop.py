@@ -491,7 +491,7 @@ def fit(
     logger.info(
         "Best dev CoNLL F1 %.2f at step %d of %d", summary["best_f1"], summary["best_step"], summary["global_step"]
     )
-    if engine.is_main:
+    if launched_rank() == 0:  # this process (the parent of spawned workers), or rank 0 of torchrun or SLURM
         record = training_record(trained, recipe, training, run, summary, engine, fingerprint)
         record.update(train_documents=len(train_documents), dev_documents=len(dev_documents))
         atomic_write_json(record, run.work_dir / "best" / TRAINING)

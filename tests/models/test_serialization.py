@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 import transformers.configuration_utils
 
 from coref_pipeline.errors import OutputError
@@ -77,3 +78,16 @@ def test_the_candidate_rule_is_recorded_and_a_directory_written_before_it_loads_
     assert output.candidate_starts.numel() and not any(tensors.special[s : e + 1].any() for s, e in spans)
     predicted = earlier.predict_jsonlines(document)["predicted_clusters"]
     assert predicted == model.predict_jsonlines(document)["predicted_clusters"]
+
+
+def test_a_refusal_of_the_operating_system_while_saving_weights_is_one_output_error(tmp_path):
+    """safetensors' own writer reports the OS's refusal inside its error ("... (os error 21)"); it is told as
+    every other write tells it (a full disk, seen in a real run, reads the same with errno 28)."""
+    (tmp_path / ".model.safetensors.tmp").mkdir()  # a directory where the weights' temporary file goes
+    with pytest.raises(OutputError) as refused:
+        serialization.atomic_save_tensors({"weight": torch.zeros(3)}, tmp_path / "model.safetensors")
+    assert (
+        str(refused.value)
+        == f"cannot write {tmp_path / 'model.safetensors'}: a directory is in the way (a file is expected there)"
+    )
+    assert not (tmp_path / "model.safetensors").exists()

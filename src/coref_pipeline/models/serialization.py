@@ -14,10 +14,13 @@ same bytes (what DVC hashes).
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from coref_pipeline.files import atomic_directory, atomic_path, atomic_write_json
@@ -47,10 +50,23 @@ FORMAT_VERSION = 2  # 2: span and pair scorers under span_scorer./pair_scorer. (
 WEIGHTS = "model.safetensors"
 
 
+OS_ERROR_IN_MESSAGE = re.compile(r"\(os error (\d+)\)")
+
+
 def atomic_save_tensors(tensors: dict[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None) -> None:
-    """A safetensors file, written atomically."""
+    """A safetensors file, written atomically; the operating system's refusal (a full disk, ...) as an
+    ``OutputError`` naming ``path``, as every other write says it."""
     with atomic_path(path) as temporary:
-        save_file({name: tensor.detach().contiguous().clone() for name, tensor in tensors.items()}, temporary, metadata)
+        try:
+            save_file(
+                {name: tensor.detach().contiguous().clone() for name, tensor in tensors.items()}, temporary, metadata
+            )
+        except SafetensorError as error:  # its Rust writer reports the refusal in its message: "... (os error 28)"
+            found = OS_ERROR_IN_MESSAGE.search(str(error))
+            if found is None:
+                raise
+            code = int(found.group(1))
+            raise OSError(code, os.strerror(code), str(path)) from error
 
 
 # Keys HF writes into a saved configuration that say how it was made, not what it is: the library's

@@ -31,6 +31,21 @@ def text_of(client: int, request: int) -> str:
     return f"Person{client} met Ada{request} there. She gave Person{client} letter{request}, and he thanked her for it."
 
 
+def wait_for_server(process: subprocess.Popen, url: str, seconds: float = 120) -> str:
+    """``url`` once the server ``process`` answers ``/health``; a failure with its output if it stops or never does."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return url
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f"the server did not start:\n{process.stdout.read()[-3000:]}")
+        time.sleep(0.3)
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     """The tiny incremental model served on a free loopback port; yields its base URL and the model directory."""
@@ -39,18 +54,7 @@ def server(tmp_path_factory):
     command = [sys.executable, "-m", "coref_pipeline", "serve", "--model", str(model_dir), "--port", str(port)]
     command += ["--precision", "32", "--device", "cpu", "--max-chars", "2000"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                break
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            pytest.fail(f"the server did not start:\n{process.stdout.read()[-3000:]}")
-        time.sleep(0.3)
+    url = wait_for_server(process, f"http://127.0.0.1:{port}")
     yield url, model_dir
     process.terminate()
     process.wait(timeout=30)

@@ -3,7 +3,7 @@
 The venv sees this environment's packages (``--system-site-packages``) so that torch and the other
 dependencies are not downloaded again; the wheel is installed without the network, and every dependency it
 declares (the packaged MiniLM among them) must be there in a version it accepts. Then, in a folder with no clone and no ``conf/``, the wheel's own
-``coref-pipeline predict`` and the spaCy component run on a model directory.
+``coref-pipeline predict``, the spaCy component and ``coref-pipeline serve`` run on a model directory.
 """
 
 from __future__ import annotations
@@ -15,10 +15,12 @@ import sys
 import venv
 from pathlib import Path
 
+import httpx
 import pytest
 
 from .models.tiny import save_tiny_models
 from .paths import PROJECT_ROOT
+from .test_serve import free_port, wait_for_server
 
 TEXT = "Ada wrote a note to Charles. She sent it in the morning, and he read it twice."
 
@@ -80,4 +82,18 @@ def test_the_wheel_installs_outside_the_clone_and_predicts_there(tmp_path):
     )
     from_spacy = json.loads(run([str(python), "-c", code], work, env).strip().splitlines()[-1])
     assert predicted["mention_strings"] and from_spacy == predicted["mention_strings"]
+    # The wheel's server: the same clusters over HTTP, and its page.
+    port = free_port()
+    command = [str(environment / "bin" / "coref-pipeline"), "serve", "--model", str(baseline), "--port", str(port)]
+    server = subprocess.Popen(
+        [*command, "--precision", "32"], cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        url = wait_for_server(server, f"http://127.0.0.1:{port}")
+        answer = httpx.post(f"{url}/predict", json={"text": TEXT}, timeout=120).json()
+        assert (answer["clusters"], answer["mention_strings"]) == (predicted["clusters"], predicted["mention_strings"])
+        assert '<button id="go"' in httpx.get(url, timeout=30).text
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
     assert not (work / "conf").exists()

@@ -56,6 +56,7 @@ def test_the_model_index_holds_the_metrics_given_exactly():
     assert header["library_name"] == "coref-pipeline" and header["license"] == "apache-2.0"
     assert header["language"] == ["en"] and "coreference-resolution" in header["tags"]
     assert header["base_model"] == "sentence-transformers/all-MiniLM-L6-v2"
+    assert header["datasets"] == ["litbank"]  # the training corpus, by its folder's name
     (index,) = header["model-index"]
     assert index["name"] == "litbank-baseline"
     dev, test, wino = index["results"]

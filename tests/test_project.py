@@ -83,6 +83,7 @@ def test_train_and_evaluate_with_the_embedded_encoder(project_copy):
         header = yaml.safe_load(card[4:].split("\n---\n", 1)[0])
         (index,) = header["model-index"]
         assert index["name"] == f"sample-{model}" and header["library_name"] == "coref-pipeline"
+        assert header["datasets"] == ["sample"]
         for result in index["results"]:
             split = result["dataset"]["split"]
             metrics = json.loads((reporting / f"metrics_{model}_{split}.json").read_text())

@@ -112,6 +112,7 @@ def model_card(
     if settings.license:
         header["license"] = settings.license
     header["tags"] = ["coreference-resolution", LIBRARY, model_type]
+    header["datasets"] = [corpus]  # the training corpus (a Hub dataset id where it is one)
     hub_encoder = base_model(encoder)
     if hub_encoder:
         header["base_model"] = hub_encoder
@@ -219,7 +220,11 @@ def encoder_card(pretrain: Mapping[str, Any], metrics: Mapping[str, float], trai
     pipeline returns), with ``steps`` and ``best_step``."""
     encoder = str(pretrain.get("encoder", ""))
     hub_encoder = base_model(encoder)
-    header: dict[str, Any] = {"library_name": "transformers", "tags": [LIBRARY, "spanbert", "feature-extraction"]}
+    header: dict[str, Any] = {
+        "library_name": "transformers",
+        "tags": [LIBRARY, "spanbert", "feature-extraction"],
+        "datasets": [corpus],
+    }
     if hub_encoder:
         header["base_model"] = hub_encoder
     figures = {key: value for key, value in metrics.items() if key not in ("steps", "best_step")}

@@ -66,9 +66,16 @@ def base_model(encoder: str) -> str | None:
     return encoder if HUB_ID.fullmatch(encoder) and not Path(encoder).exists() else None
 
 
-def _result(metrics: Mapping[str, float], dataset: str, split: str, label: str) -> dict[str, Any]:
+COREFERENCE = {"type": "coreference-resolution", "name": "Coreference resolution"}  # a model-index task
+FILL_MASK = {"type": "fill-mask", "name": "Masked language modelling"}
+
+
+def _result(
+    metrics: Mapping[str, float], dataset: str, split: str, label: str, task: Mapping[str, str] = COREFERENCE
+) -> dict[str, Any]:
+    """One ``model-index`` result: ``task`` on ``dataset``'s ``split``, the numeric ``metrics`` by their names."""
     return {
-        "task": {"type": "coreference-resolution", "name": "Coreference resolution"},
+        "task": dict(task),
         "dataset": {"type": dataset, "name": label, "split": split},
         "metrics": [
             {"type": key, "value": value, "name": METRIC_NAMES.get(key, key)}
@@ -76,6 +83,12 @@ def _result(metrics: Mapping[str, float], dataset: str, split: str, label: str) 
             if isinstance(value, int | float)
         ],
     }
+
+
+def _card(header: Mapping[str, Any], body: Sequence[str]) -> str:
+    """A card: the YAML metadata between ``---`` lines, then the Markdown ``body`` lines."""
+    front = yaml.safe_dump(dict(header), sort_keys=False, allow_unicode=True, width=1000)
+    return f"---\n{front}---\n\n" + "\n".join(body) + "\n"
 
 
 def _scores_table(rows: Sequence[tuple[str, Mapping[str, float]]]) -> list[str]:
@@ -163,8 +176,7 @@ def model_card(
     ]
     body += ["", "## Limits", ""]
     body += _limits(model_type, model_config, corpus)
-    front = yaml.safe_dump(header, sort_keys=False, allow_unicode=True, width=1000)
-    return f"---\n{front}---\n\n" + "\n".join(body) + "\n"
+    return _card(header, body)
 
 
 def _training_lines(training: Mapping[str, Any]) -> list[str]:
@@ -228,18 +240,8 @@ def encoder_card(pretrain: Mapping[str, Any], metrics: Mapping[str, float], trai
     if hub_encoder:
         header["base_model"] = hub_encoder
     figures = {key: value for key, value in metrics.items() if key not in ("steps", "best_step")}
-    header["model-index"] = [
-        {
-            "name": f"{corpus}-pretrained-encoder",
-            "results": [
-                {
-                    "task": {"type": "fill-mask", "name": "Masked language modelling"},
-                    "dataset": {"type": corpus, "name": f"{corpus} (held-out train documents)", "split": "train"},
-                    "metrics": [{"type": key, "value": value, "name": key} for key, value in figures.items()],
-                }
-            ],
-        }
-    ]
+    held_out = _result(figures, corpus, "train", f"{corpus} (held-out train documents)", FILL_MASK)
+    header["model-index"] = [{"name": f"{corpus}-pretrained-encoder", "results": [held_out]}]
     objective = "span masking" if pretrain.get("masking") == "span" else f"{pretrain.get('masking')} masking"
     objective += " and the span boundary objective" if pretrain.get("sbo") else " (no span boundary objective)"
     body = [
@@ -264,5 +266,4 @@ def encoder_card(pretrain: Mapping[str, Any], metrics: Mapping[str, float], trai
         "Fine-tune a coreference model on it: `coref_train.encoder_from` names this directory. It is an encoder, "
         "not a coreference model: `CorefModel.load` does not read it.",
     ]
-    front = yaml.safe_dump(header, sort_keys=False, allow_unicode=True, width=1000)
-    return f"---\n{front}---\n\n" + "\n".join(body) + "\n"
+    return _card(header, body)

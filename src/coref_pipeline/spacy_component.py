@@ -21,8 +21,8 @@ from pathlib import Path
 
 from spacy.language import Language
 from spacy.tokens import Doc, Span, SpanGroup
-from spacy.util import minibatch
 
+from coref_pipeline.files import atomic_directory
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.directory import resolve_model_directory
 from coref_pipeline.text import sentence_spans
@@ -89,9 +89,9 @@ class CorefComponent:
         return doc
 
     def pipe(self, docs: Iterable[Doc], batch_size: int = 32) -> Iterator[Doc]:
-        """``__call__`` on each doc, in batches of ``batch_size`` (the model reads one document at a time)."""
-        for batch in minibatch(docs, size=batch_size):
-            yield from (self(doc) for doc in batch)
+        """``__call__`` on each doc: the model reads one document at a time, so ``batch_size`` (spaCy's
+        ``nlp.pipe`` passes it) changes nothing."""
+        return (self(doc) for doc in docs)
 
     @staticmethod
     def _words(doc: Doc) -> tuple[list[int], list[list[str]]]:
@@ -127,7 +127,8 @@ class CorefComponent:
         if self.model_path:
             source = resolve_model_directory(self.model_path, self.revision)
             if source.resolve() != (path / MODEL_FOLDER).resolve():
-                shutil.copytree(source, path / MODEL_FOLDER, dirs_exist_ok=True)
+                with atomic_directory(path / MODEL_FOLDER) as folder:  # whole or not at all, as every write
+                    shutil.copytree(source, folder, dirs_exist_ok=True)
 
     def from_disk(self, path: str | Path, *, exclude: Iterable[str] = ()) -> CorefComponent:
         """The model from ``path/model`` (what ``to_disk`` wrote), loaded on first use."""

@@ -229,7 +229,7 @@ def test_settings_and_telemetry():
 
 def test_the_readme_gives_two_set_up_commands_and_ci_runs_the_second_exactly():
     """The README's set-up section: the main job's command and the tests' command, both from the lock; .ci/run
-    runs the tests' command as it is written there."""
+    runs the tests' command as it is written there, in a fresh venv of its own made from the base interpreter."""
     readme = (PROJECT_ROOT / "README.md").read_text()
     section = readme.split("## Set up on a fresh machine", 1)[1].split("\n## ", 1)[0]
     commands = [block.strip() for block in section.split("```bash")[1:]]
@@ -239,7 +239,17 @@ def test_the_readme_gives_two_set_up_commands_and_ci_runs_the_second_exactly():
     for command in commands:
         assert command.startswith("pip install -c requirements/lock.txt torch==2.13.0 -e "), command
     assert "kedro run --pipelines=preprocess,segment,coref_train,incremental_train,evaluate" in main_job
-    assert tests in (PROJECT_ROOT / ".ci" / "run").read_text().splitlines()
+    # .ci/run: a fresh venv from the base interpreter, outside the checkout, activated, then the command as written.
+    ci = (PROJECT_ROOT / ".ci" / "run").read_text().splitlines()
+    assert f"{tests} || exit $?" in ci
+    steps = [
+        next(i for i, line in enumerate(ci) if "sys.base_prefix" in line),
+        next(i for i, line in enumerate(ci) if line.startswith("environment=$(mktemp -d")),
+        next(i for i, line in enumerate(ci) if line == '"$base_python" -m venv "$environment"'),
+        next(i for i, line in enumerate(ci) if line == '. "$environment/bin/activate"'),
+        ci.index(f"{tests} || exit $?"),
+    ]
+    assert steps == sorted(steps), steps
     assert (PROJECT_ROOT / "requirements" / "lock.txt").is_file()
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import huggingface_hub
 import pytest
 
-from coref_pipeline.model_card import REPO_PLACEHOLDER, model_card
+from coref_pipeline.model_card import REPO_PLACEHOLDER, model_card, with_training_time
 from coref_pipeline.models.config import BaselineConfig
 from coref_pipeline.models.directory import ModelDirectoryError
 from coref_pipeline.sharing import PushError, push_model_directory
@@ -49,6 +49,9 @@ def hub(monkeypatch):
     return RecordingApi
 
 
+RECORD = {"preset": "cpu_minilm", "steps": 3, "best_step": 3, "best_dev_conll_f1": 50.0, "train_minutes": 1.54}
+
+
 @pytest.fixture
 def model_dir(tmp_path) -> Path:
     """A model directory's files (their contents do not matter to a push) and a card written apart."""
@@ -60,8 +63,8 @@ def model_dir(tmp_path) -> Path:
     (directory / "model.safetensors").write_bytes(b"\x00weights")
     (directory / "encoder" / "config.json").write_text("{}")
     (directory / "tokenizer" / "vocab.txt").write_text("[PAD]\n")
-    (directory / "training.json").write_text("{}")
-    (tmp_path / "card.md").write_text(model_card("baseline", config, None, {"test": {"conll_f1": 49.1367}}))
+    (directory / "training.json").write_text(json.dumps(RECORD))
+    (tmp_path / "card.md").write_text(model_card("baseline", config, RECORD, {"test": {"conll_f1": 49.1367}}))
     return directory
 
 
@@ -98,7 +101,10 @@ def test_push_commits_every_file_and_the_card_as_readme(hub, model_dir, capsys):
     on_disk = {p.relative_to(model_dir).as_posix(): p.read_bytes() for p in model_dir.rglob("*") if p.is_file()}
     readme = files.pop("README.md").decode()
     assert files == on_disk  # every file of the directory, byte for byte, at its relative path
-    assert readme == card.read_text().replace(REPO_PLACEHOLDER, "someone/litbank-baseline")
+    # The card as written (no wall time: it is kept in git), with the repository's id and the training's time.
+    assert "minutes" not in card.read_text()
+    assert readme == with_training_time(card.read_text().replace(REPO_PLACEHOLDER, "someone/litbank-baseline"), RECORD)
+    assert "- wall time: 1.54 minutes of training (from `training.json`)" in readme.splitlines()
     assert 'CorefModel.load("someone/litbank-baseline")' in readme and REPO_PLACEHOLDER not in readme
 
 

@@ -1,17 +1,26 @@
 """The wheel people install: built from the repository, installed into a new venv outside it, used there alone.
 
-The venv sees this environment's packages (``--system-site-packages``) so that torch and the other
-dependencies are not downloaded again; the wheel is installed without the network, and every dependency it
-declares (the packaged MiniLM among them) must be there in a version it accepts. Then, in a folder with no clone and no ``conf/``, the wheel's own
-``coref-pipeline predict``, the spaCy component and ``coref-pipeline serve`` run on a model directory.
+The new venv is made without the packages of whatever runs the suite (a venv, a conda environment or a bare
+interpreter), then given exactly those as a fallback on its path (a ``.pth`` file naming this environment's
+site-packages folders), so torch and the other dependencies are not downloaded again: ``--system-site-packages``
+would expose the *base* interpreter's packages instead, which a fresh venv's run does not have. The wheel is
+installed into the venv's own site-packages without the network, ahead of that fallback, and every dependency
+it declares (the packaged MiniLM among them) must be found in a version it accepts: a wheel that declares one
+this environment lacks, or in a version it refuses, fails the check (tested with such a wheel). Then, in a
+folder with no clone and no ``conf/``, the wheel's own ``coref-pipeline predict``, the spaCy component and
+``coref-pipeline serve`` run on a model directory.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
+import site
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 
@@ -23,6 +32,14 @@ from .paths import PROJECT_ROOT
 from .test_serve import free_port, wait_for_server
 
 TEXT = "Ada wrote a note to Charles. She sent it in the morning, and he read it twice."
+# Every requirement the installed coref-pipeline declares (no environment marker) that no installed
+# distribution satisfies: printed as a JSON list by the venv's python.
+UNMET_REQUIREMENTS = (
+    "import importlib.metadata as m, json; from packaging.requirements import Requirement; "
+    "installed = lambda name: [d.version for d in m.distributions(name=name)]; "
+    "print(json.dumps([str(r) for r in map(Requirement, m.requires('coref-pipeline') or []) if not r.marker "
+    "and not any(r.specifier.contains(v, prereleases=True) for v in installed(r.name)[:1])]))"
+)
 
 
 def run(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -31,37 +48,74 @@ def run(command: list[str], cwd: Path, env: dict[str, str] | None = None) -> str
     return result.stdout
 
 
+def this_environments_site_packages() -> list[str]:
+    """The folders this interpreter imports installed packages from: its environment's, and the user's if on."""
+    folders = [sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"], *site.getsitepackages()]
+    if site.ENABLE_USER_SITE and os.path.isdir(site.getusersitepackages()):
+        folders.append(site.getusersitepackages())
+    return list(dict.fromkeys(folder for folder in folders if os.path.isdir(folder)))
+
+
+def new_venv(where: Path) -> Path:
+    """A venv of its own at ``where`` that falls back on this environment's packages; its python."""
+    venv.EnvBuilder(system_site_packages=False, with_pip=True).create(where)
+    python = where / "bin" / "python"
+    own = Path(run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], where).strip())
+    # A .pth line that is a folder is appended to sys.path after the venv's own site-packages.
+    (own / "zz_running_environment.pth").write_text("\n".join(this_environments_site_packages()) + "\n")
+    return python
+
+
+def build_wheel(project: Path, out: Path) -> Path:
+    run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(project)],
+        out.parent,
+    )
+    [wheel] = list(out.glob("coref_pipeline-*.whl"))
+    return wheel
+
+
+def install_wheel(python: Path, wheel: Path) -> list[str]:
+    """The wheel installed without its dependencies or the network; the requirements it declares left unmet."""
+    run(
+        [str(python), "-m", "pip", "install", "--no-index", "--no-deps", "--force-reinstall", "--quiet", str(wheel)],
+        wheel.parent,
+    )
+    return json.loads(run([str(python), "-c", UNMET_REQUIREMENTS], wheel.parent).strip())
+
+
+@pytest.mark.slow
+def test_a_wheel_declaring_a_dependency_this_environment_lacks_is_refused(tmp_path):
+    """The check the wheel test relies on fails a wheel whose requirements are not all met: one missing, one
+    in a version no installed release satisfies (the mutation the dependency check must catch)."""
+    project = tmp_path / "project"
+    shutil.copytree(
+        PROJECT_ROOT,
+        project,
+        ignore=shutil.ignore_patterns(".git", "data", "docs", "tests", "benchmarks", "*.egg-info", "build", ".venv"),
+    )
+    pyproject = project / "pyproject.toml"
+    text = pyproject.read_text(encoding="utf-8")
+    mutated = re.sub(r'"torch>=[^"]*"', '"torch>=99"', text, count=1)
+    mutated = mutated.replace(
+        "dependencies = [\n", 'dependencies = [\n    "coref-pipeline-no-such-dependency>=1",\n', 1
+    )
+    assert mutated != text and "torch>=99" in mutated
+    pyproject.write_text(mutated, encoding="utf-8")
+    (tmp_path / "wheels").mkdir()
+    python = new_venv(tmp_path / "venv")
+    unmet = install_wheel(python, build_wheel(project, tmp_path / "wheels"))
+    assert sorted(unmet) == ["coref-pipeline-no-such-dependency>=1", "torch>=99"], unmet
+
+
 @pytest.mark.slow
 def test_the_wheel_installs_outside_the_clone_and_predicts_there(tmp_path):
-    wheels = tmp_path / "wheels"
-    run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "wheel",
-            "--no-deps",
-            "--no-build-isolation",
-            "-w",
-            str(wheels),
-            str(PROJECT_ROOT),
-        ],
-        tmp_path,
-    )
-    [wheel] = list(wheels.glob("coref_pipeline-*.whl"))
+    (tmp_path / "wheels").mkdir()
     environment = tmp_path / "venv"
-    venv.EnvBuilder(system_site_packages=True, with_pip=True).create(environment)
-    python = environment / "bin" / "python"
-    run([str(python), "-m", "pip", "install", "--no-index", "--no-deps", "--quiet", str(wheel)], tmp_path)
+    python = new_venv(environment)
     # Every dependency the wheel declares is installed in a version it accepts (pip's own check of the venv
     # would also judge the packages it sees from this environment, which are not the wheel's business).
-    check = (
-        "import importlib.metadata as m; from packaging.requirements import Requirement; "
-        "bad = [str(r) for r in map(Requirement, m.requires('coref-pipeline') or []) if not r.marker "
-        "and (lambda v: v is None or not r.specifier.contains(v, prereleases=True))("
-        "next(iter([d.version for d in m.distributions(name=r.name)]), None))]; print(bad)"
-    )
-    assert run([str(python), "-c", check], tmp_path).strip() == "[]"
+    assert install_wheel(python, build_wheel(PROJECT_ROOT, tmp_path / "wheels")) == []
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}

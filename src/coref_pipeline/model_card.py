@@ -7,8 +7,11 @@ model directory with its card as ``README.md`` (the Hub shows that file as the m
 scores into the directory it writes.
 
 What the card says of the training comes from the directory's training record (``training.json``, written by
-training's ``fit``): preset, the keys changed from it, steps, minutes, precision, devices, seed, the code's
-version and the run's fingerprint (a hash of the code, both configurations and the documents).
+training's ``fit``): preset, the keys changed from it, steps, precision, devices, seed, the code's version and
+the run's fingerprint (a hash of the code, both configurations and the documents). The same inputs make the same
+card, byte for byte: the card ``evaluate`` writes is a DVC output kept in git. The training's wall time, which
+changes from run to run, stays in the record; ``coref-pipeline push`` adds it to the card it uploads
+(:func:`with_training_time`).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ LIBRARY = "coref-pipeline"
 CARD = "README.md"  # where a model directory, and the Hub, keep a model's card
 # Where the card names the model's Hub id; ``coref-pipeline push`` writes the repository's id in its place.
 REPO_PLACEHOLDER = "OWNER/NAME"
+TRAINED_HEADING = "## How it was trained"
+WALL_TIME = "- wall time:"  # the line a pushed card gives the training's wall time on
 # The headline figures of a metrics file (``evaluation.predictions.summary_metrics``) as the card names them.
 METRIC_NAMES = {
     "conll_f1": "CoNLL F1",
@@ -158,7 +163,7 @@ def model_card(
             "Not scored by this project yet: `coref-pipeline predict` it on a segmented test set and "
             "`coref-pipeline score KEY.conll RESPONSE.conll`, or name it in `evaluate.models`."
         )
-    body += ["", "## How it was trained", ""]
+    body += ["", TRAINED_HEADING, ""]
     if training:
         body += _training_lines(training)
     else:
@@ -186,8 +191,8 @@ def _training_lines(training: Mapping[str, Any]) -> list[str]:
     lines = [
         f"- preset: `{training.get('preset')}`; keys changed from it: {changed}",
         f"- encoder: `{training.get('encoder')}`",
-        f"- {training.get('steps')} steps (one document each) in {training.get('train_minutes')} minutes of training, "
-        f"on {devices} {training.get('device')} device{'s' if devices != 1 else ''}, precision "
+        f"- {training.get('steps')} steps (one document each) on {devices} {training.get('device')} "
+        f"device{'s' if devices != 1 else ''}, precision "
         f"`{training.get('precision')}`, seed {training.get('seed')}",
         f"- the best dev CoNLL F1 during training, {training.get('best_dev_conll_f1', float('nan')):.2f}, "
         f"at step {training.get('best_step')}: this model"
@@ -201,6 +206,22 @@ def _training_lines(training: Mapping[str, Any]) -> list[str]:
         "same fingerprint, the same run)"
     )
     return lines
+
+
+def with_training_time(card: str, training: Mapping[str, Any] | None) -> str:
+    """``card`` with the training's wall time (the record's ``train_minutes``) as the last line of its "How it
+    was trained" list: the card a push uploads. Unchanged without a record, a time or that section, or where the
+    card already gives it."""
+    minutes = (training or {}).get("train_minutes")
+    lines = card.split("\n")
+    if minutes is None or TRAINED_HEADING not in lines or any(line.startswith(WALL_TIME) for line in lines):
+        return card
+    end = lines.index(TRAINED_HEADING) + 1
+    while end < len(lines) and not lines[end].startswith("#"):
+        end += 1
+    while lines[end - 1] == "":
+        end -= 1
+    return "\n".join([*lines[:end], f"{WALL_TIME} {minutes} minutes of training (from `training.json`)", *lines[end:]])
 
 
 def _limits(model_type: str, model_config: Mapping[str, Any], corpus: str) -> list[str]:

@@ -1,7 +1,8 @@
 """A model directory and its card shared on the Hugging Face Hub: ``coref-pipeline push``.
 
 One commit holds every file of the directory and the card as ``README.md`` (the repository's id written where
-the card names its placeholder, ``model_card.REPO_PLACEHOLDER``), so a reader of the Hub never sees weights
+the card names its placeholder, ``model_card.REPO_PLACEHOLDER``, and the training's wall time from the directory's
+``training.json`` added to its training section), so a reader of the Hub never sees weights
 without their card. ``CorefModel.load("owner/name")`` reads it back (``models.directory.resolve_model_directory``).
 """
 
@@ -12,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from coref_pipeline.errors import UserError
-from coref_pipeline.model_card import CARD, REPO_PLACEHOLDER
-from coref_pipeline.models.directory import HUB_ID, read_stored_config
+from coref_pipeline.model_card import CARD, REPO_PLACEHOLDER, with_training_time
+from coref_pipeline.models.directory import HUB_ID, read_stored_config, read_training_record
 
 logger = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ def push_model_directory(
     if not HUB_ID.fullmatch(repo_id):
         raise PushError(f"{repo_id!r} is not a Hub model id (owner/name)")
     card_text = card_for(directory, card).read_text(encoding="utf-8").replace(REPO_PLACEHOLDER, repo_id)
+    card_text = with_training_time(card_text, read_training_record(directory))
     operations = commit_operations(directory, card_text)
     from huggingface_hub import HfApi
 

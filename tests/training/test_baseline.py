@@ -295,6 +295,9 @@ def test_the_best_model_carries_its_training_record_through_save_and_load(tmp_pa
     trained = fit(fresh_model(), baseline_recipe(fresh_model(), config), DOCUMENTS, DOCUMENTS, config, run)
     record = json.loads((tmp_path / "run" / "best" / "training.json").read_text())
     state = json.loads((latest_checkpoint(tmp_path / "run") / "state.json").read_text())["train_state"]
+    # The wall time is kept apart (training_time.json, which DVC ignores): training.json holds what the inputs decide.
+    assert "train_minutes" not in record
+    record.update(json.loads((tmp_path / "run" / "best" / "training_time.json").read_text()))
     assert record["preset"] == "tiny" and record["overrides"] == {"seed": 13}
     assert record["steps"] == state["global_step"] == 6 and record["best_step"] == state["best_step"]
     assert record["best_dev_conll_f1"] == state["best_f1"]
@@ -307,4 +310,5 @@ def test_the_best_model_carries_its_training_record_through_save_and_load(tmp_pa
     assert CorefModel.load(tmp_path / "saved").training == record
     fresh_model().save(tmp_path / "untrained")  # a model not trained here has no record
     assert not (tmp_path / "untrained" / "training.json").exists()
+    assert not (tmp_path / "untrained" / "training_time.json").exists()
     assert CorefModel.load(tmp_path / "untrained").training is None

@@ -13,12 +13,18 @@ from pathlib import Path
 from typing import Any
 
 from coref_pipeline.errors import UserError
+from coref_pipeline.files import atomic_write_json
 from coref_pipeline.segmentation import SegmentLength
 
 CONFIG = "coref_config.json"
 TOKENIZER = "tokenizer"  # the folder of the model's tokenizer
 # How the model was trained (written by training's ``fit``; absent for a model not trained here): model cards read it.
 TRAINING = "training.json"
+# The record's figures that the clock decides (the training's wall time), in a file of their own beside it: the rest
+# of the directory is the same bytes for the same inputs, so DVC, which ignores this file (.dvcignore), sees a
+# re-run's model as the same model and the stages after it stay up to date.
+TRAINING_TIME = "training_time.json"
+TIME_KEYS = ("train_minutes",)
 
 
 # A Hugging Face Hub model id: "owner/name".
@@ -70,9 +76,22 @@ def read_stored_config(directory: str | Path) -> dict[str, Any]:
 
 
 def read_training_record(directory: str | Path) -> dict[str, Any] | None:
-    """The directory's training record (``training.json``: preset, steps, time, ...), or None without one."""
-    path = Path(directory) / TRAINING
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    """The directory's training record (``training.json``: preset, steps, ..., with the wall time of
+    ``training_time.json`` where it is there), or None without one."""
+    path, time = Path(directory) / TRAINING, Path(directory) / TRAINING_TIME
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text(encoding="utf-8"))
+    return {**record, **json.loads(time.read_text(encoding="utf-8"))} if time.is_file() else record
+
+
+def write_training_record(record: dict[str, Any], directory: str | Path) -> None:
+    """``record`` into ``training.json``, its clock's figures (``TIME_KEYS``) into ``training_time.json``."""
+    directory = Path(directory)
+    atomic_write_json({key: value for key, value in record.items() if key not in TIME_KEYS}, directory / TRAINING)
+    clock = {key: record[key] for key in TIME_KEYS if key in record}
+    if clock:
+        atomic_write_json(clock, directory / TRAINING_TIME)
 
 
 def read_model_type(directory: str | Path) -> str:

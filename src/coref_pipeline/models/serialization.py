@@ -27,10 +27,10 @@ from coref_pipeline.files import atomic_directory, atomic_path, atomic_write_jso
 from coref_pipeline.models.directory import (
     CONFIG,
     TOKENIZER,
-    TRAINING,
     ModelDirectoryError,
     read_model_type,
     read_stored_config,
+    write_training_record,
 )
 
 __all__ = [
@@ -102,7 +102,7 @@ def save_model_directory(
         )
         atomic_save_tensors(model.state_dict(), folder / WEIGHTS, {"model_type": model_type})
         if training is not None:
-            atomic_write_json(training, folder / TRAINING)
+            write_training_record(training, folder)
 
 
 def load_model_directory(directory: str | Path) -> tuple[str, dict[str, Any], Any, dict[str, torch.Tensor], Any]:

@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from coref_pipeline.corpus import SINGLETON_CORPUS_SHARE, SegmentedCorpus, singleton_share
 from coref_pipeline.devices import bound_host_memory, resolve_device, resolve_precision
 from coref_pipeline.evaluation.predictions import GoldKey, score_predictions, summary_metrics
-from coref_pipeline.files import atomic_write_json, exclusive_directory
+from coref_pipeline.files import exclusive_directory
 from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import (
     AUTO,
@@ -38,7 +38,7 @@ from coref_pipeline.models.config import (
     resolve_head,
     resolve_mention_loss,
 )
-from coref_pipeline.models.directory import TRAINING
+from coref_pipeline.models.directory import write_training_record
 from coref_pipeline.models.document import DocumentTensors, random_crop
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.processes import launched_rank
@@ -494,7 +494,7 @@ def fit(
     if launched_rank() == 0:  # this process (the parent of spawned workers), or rank 0 of torchrun or SLURM
         record = training_record(trained, recipe, training, run, summary, engine, fingerprint)
         record.update(train_documents=len(train_documents), dev_documents=len(dev_documents))
-        atomic_write_json(record, run.work_dir / "best" / TRAINING)
+        write_training_record(record, run.work_dir / "best")
     return CorefModel.load(run.work_dir / "best", device=engine.device)
 
 

@@ -31,7 +31,7 @@ from baseline import (  # benchmarks/baseline.py: the same LitBank split
     segmented_litbank,
 )
 
-from coref_pipeline.corpus import SegmentedCorpus
+from coref_pipeline.formats.corpus import SegmentedCorpus
 from coref_pipeline.models.config import FULL_HEAD
 from coref_pipeline.training import Run, train_baseline
 

@@ -37,13 +37,13 @@ import torch
 import yaml
 
 from coref_pipeline.config_base import ConfigError
-from coref_pipeline.conll import ConllFile
-from coref_pipeline.corpus import SegmentedCorpus, preprocess_corpus, segment_corpus
-from coref_pipeline.devices import resolve_precision
 from coref_pipeline.evaluation.predictions import score_predictions
-from coref_pipeline.inference import CorefModel
+from coref_pipeline.formats.conll import ConllFile
+from coref_pipeline.formats.corpus import SegmentedCorpus, preprocess_corpus, segment_corpus
 from coref_pipeline.models.config import BaselineConfig, TrainingConfig, baseline_settings, resolve_preset
 from coref_pipeline.models.document import random_crop
+from coref_pipeline.runtime.devices import resolve_precision
+from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training import Run, build_baseline, seed_everything, train_baseline
 from coref_pipeline.training.engine import Engine
 from coref_pipeline.training.loop import (

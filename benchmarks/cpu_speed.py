@@ -3,7 +3,7 @@
 Run: python benchmarks/cpu_speed.py [--steps 12] [--precision auto] [--rounds 2]
 
 Each measurement runs in its own process, once with the allocator setting of
-``coref_pipeline.devices.keep_host_memory`` (the default) and once with
+``coref_pipeline.runtime.devices.keep_host_memory`` (the default) and once with
 ``COREF_PIPELINE_KEEP_HOST_MEMORY=0``, alternating, ``--rounds`` times; the ratio of
 the medians is printed. Two measurements, both on the shared LitBank split with the
 packaged MiniLM (weights as pretrained: the cost of a step or a prediction does not
@@ -38,8 +38,8 @@ def child(kind: str, steps: int, precision: str, antecedents: int) -> dict[str, 
     sys.path.insert(0, str(Path(__file__).parent))
     from baseline import cpu_minilm_settings, inference_ratio, segmented_litbank, throughput
 
-    from coref_pipeline.inference import CorefModel
     from coref_pipeline.models.config import FULL_HEAD
+    from coref_pipeline.serving.coref_model import CorefModel
     from coref_pipeline.training import build_baseline
     from coref_pipeline.training.loop import decide_for_corpus
 
@@ -77,7 +77,7 @@ def main() -> None:
 
     import torch
 
-    from coref_pipeline.devices import resolve_precision
+    from coref_pipeline.runtime.devices import resolve_precision
 
     precision = resolve_precision(args.precision, torch.device("cpu"))
     results: dict[str, object] = {"precision": precision}

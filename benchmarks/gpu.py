@@ -56,10 +56,10 @@ from baseline import (  # benchmarks/baseline.py: the same LitBank split, preset
 )
 from predict_command import coref_pipeline, host, test_f1  # benchmarks/predict_command.py
 
-from coref_pipeline.corpus import SegmentedCorpus
-from coref_pipeline.inference import CorefModel
+from coref_pipeline.formats.corpus import SegmentedCorpus
 from coref_pipeline.models import encoder
 from coref_pipeline.pretraining.run import pretrain_encoder, pretrain_settings
+from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training import Run, train_baseline
 from coref_pipeline.training.incremental import incremental_settings, train_incremental
 

@@ -29,7 +29,7 @@ def child(steps: int, eval_every: int) -> dict[str, object]:
     sys.path.insert(0, str(Path(__file__).parent))
     from baseline import cpu_minilm_settings, segmented_litbank, timed_training_steps
 
-    from coref_pipeline import devices
+    from coref_pipeline.runtime import devices
 
     model_config, training = cpu_minilm_settings({})
     corpus = segmented_litbank(model_config.tokenizer_name, model_config.max_segment_len)

@@ -41,9 +41,9 @@ from pathlib import Path
 import torch
 
 from coref_pipeline.evaluation.predictions import score_predictions, summary_metrics
-from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import INCREMENTAL_SCORES, IncrementalConfig, TrainingConfig
 from coref_pipeline.models.document import random_crop
+from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training import (
     Run,
     baseline_recipe,

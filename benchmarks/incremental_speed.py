@@ -30,8 +30,8 @@ from pathlib import Path
 
 import torch
 
-from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import IncrementalConfig
+from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training import build_incremental, incremental_settings, seed_everything
 from coref_pipeline.training.loop import decide_for_corpus
 

@@ -62,8 +62,8 @@ def worker(model_dir: str, document_path: str) -> None:
     """Load, tensorize, predict; print the memory figures as JSON (runs in a fresh process)."""
     import torch
 
-    from coref_pipeline.devices import resident_bytes
-    from coref_pipeline.inference import CorefModel
+    from coref_pipeline.runtime.devices import resident_bytes
+    from coref_pipeline.serving.coref_model import CorefModel
 
     torch.set_grad_enabled(False)
     trained = CorefModel.load(model_dir)
@@ -94,8 +94,8 @@ def incremental_dir(baseline_dir: Path, requested: Path | None, scratch: Path) -
     trained = BENCHMARKS / "incremental_litbank" / "run" / "best"
     if (trained / "coref_config.json").is_file():
         return trained
-    from coref_pipeline.inference import CorefModel
     from coref_pipeline.models.config import IncrementalConfig
+    from coref_pipeline.serving.coref_model import CorefModel
     from coref_pipeline.training import build_incremental
 
     baseline = CorefModel.load(baseline_dir)
@@ -139,7 +139,7 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from baseline import segmented_litbank
 
-    from coref_pipeline.inference import CorefModel
+    from coref_pipeline.serving.coref_model import CorefModel
 
     config = CorefModel.load(args.baseline_dir).config
     segmented = segmented_litbank(config.tokenizer_name, config.max_segment_len)

@@ -28,7 +28,7 @@ LITBANK = ROOT.parent / "shared" / "corpora" / "litbank"
 
 def litbank_text(num_words: int) -> str:
     """About ``num_words`` words of LitBank as plain text (whole sentences)."""
-    from coref_pipeline.conll import read_conll
+    from coref_pipeline.formats.conll import read_conll
 
     paragraphs, count = [], 0
     for name in ("train.conll", "test.conll"):
@@ -51,8 +51,8 @@ def litbank_text(num_words: int) -> str:
 def worker(model_dir: str, text_path: str) -> None:
     """Load, split, predict; print the figures as JSON (runs in a fresh process)."""
     from coref_pipeline import CorefModel
-    from coref_pipeline.devices import resident_bytes
-    from coref_pipeline.text import split_text
+    from coref_pipeline.formats.text import split_text
+    from coref_pipeline.runtime.devices import resident_bytes
 
     model = CorefModel.load(model_dir, max_inference_subtokens=10**6)
     text = Path(text_path).read_text(encoding="utf-8")

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from coref_pipeline.conll import ConllFile
-from coref_pipeline.corpus import preprocess_corpus
 from coref_pipeline.files import write_jsonlines
+from coref_pipeline.formats.conll import ConllFile
+from coref_pipeline.formats.corpus import preprocess_corpus
+from coref_pipeline.formats.segmentation import segment_words
 from coref_pipeline.pretrained import load_tokenizer
-from coref_pipeline.segmentation import segment_words
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN = ROOT.parent / "shared" / "corpora" / "litbank" / "train.conll"

@@ -37,8 +37,8 @@ from baseline import LITBANK, ROOT, cpu_minilm_settings, segmented_litbank  # be
 from predict_command import host  # benchmarks/predict_command.py
 
 from coref_pipeline.evaluation.predictions import score_predictions
-from coref_pipeline.inference import CorefModel
 from coref_pipeline.pretraining.run import pretrain_settings
+from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training import Run, train_baseline
 
 WORK = ROOT / "data" / "benchmarks" / "pretrain"

@@ -38,9 +38,9 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from coref_pipeline.conll import format_conll_document, read_conll, write_conll_response
 from coref_pipeline.evaluation import METRIC_NAMES, CorpusScores, read_clusters, score_documents, score_files
 from coref_pipeline.files import atomic_write_text
+from coref_pipeline.formats.conll import format_conll_document, read_conll, write_conll_response
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_KEY = REPO_ROOT.parent / "shared" / "corpora" / "litbank" / "train.conll"

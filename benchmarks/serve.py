@@ -78,7 +78,7 @@ def main() -> None:
     import httpx
     import torch
 
-    from coref_pipeline.inference import CorefModel
+    from coref_pipeline.serving.coref_model import CorefModel
 
     torch.set_num_threads(args.threads)
     model = CorefModel.load(args.model, precision=args.precision)

@@ -25,8 +25,8 @@ from pathlib import Path
 import torch
 from baseline import LITBANK, cpu_minilm_settings, parse_overrides, segmented_litbank, trainable_baseline
 
-from coref_pipeline.devices import resolve_precision
 from coref_pipeline.models.document import random_crop
+from coref_pipeline.runtime.devices import resolve_precision
 from coref_pipeline.training.loop import training_step
 
 ROOT = Path(__file__).resolve().parents[1]

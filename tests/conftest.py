@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from .paths import SHARED_DIR
+from tests.paths import SHARED_DIR
 
 
 @pytest.fixture(scope="session")
@@ -29,9 +29,8 @@ def minilm_tokenizer():
 @pytest.fixture(scope="session")
 def imported_tiny_coref(tmp_path_factory) -> Path:
     """The fixture checkpoint of the original model (tests/fixtures/tf_checkpoints/tiny_coref) imported."""
-    from coref_pipeline.tf_import import import_tf_checkpoint
-
-    from .released import TINY_CHECKPOINT
+    from coref_pipeline.original.tf_import import import_tf_checkpoint
+    from tests.released import TINY_CHECKPOINT
 
     directory = tmp_path_factory.mktemp("imported") / "tiny_coref"
     import_tf_checkpoint(TINY_CHECKPOINT, directory)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from coref_pipeline.conll import ConllFile
-
-from .paths import FIXTURES
+from coref_pipeline.formats.conll import ConllFile
+from tests.paths import FIXTURES
 
 CHECKPOINTS = FIXTURES / "tf_checkpoints"
 TINY_CHECKPOINT = (

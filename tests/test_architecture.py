@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from .paths import PROJECT_ROOT
+from tests.paths import PROJECT_ROOT
 
 SOURCE = PROJECT_ROOT / "src" / "coref_pipeline"
 FRAMEWORK_FILES = {

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from .paths import copy_project
+from tests.paths import copy_project
 
 pytestmark = pytest.mark.slow
 

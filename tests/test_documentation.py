@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .paths import PROJECT_ROOT
+from tests.paths import PROJECT_ROOT
 
 README = PROJECT_ROOT / "README.md"
 DOCS = PROJECT_ROOT / "docs"
@@ -103,12 +103,11 @@ def documented_project(tmp_path, monkeypatch):
     models (a baseline and an incremental model whose tokenizer is a folder the examples can segment with)."""
     import torch
 
-    from coref_pipeline.inference import CorefModel
     from coref_pipeline.models.baseline import BaselineCorefModel
     from coref_pipeline.models.config import IncrementalConfig
     from coref_pipeline.models.incremental import IncrementalCorefModel
-
-    from .models.tiny import tiny_config, tiny_encoder, tiny_hf_tokenizer
+    from coref_pipeline.serving.coref_model import CorefModel
+    from tests.models.tiny import tiny_config, tiny_encoder, tiny_hf_tokenizer
 
     shutil.copytree(PROJECT_ROOT / "data" / "01_raw" / "sample", tmp_path / "data" / "01_raw" / "sample")
     shutil.copytree(PROJECT_ROOT / "conf" / "base", tmp_path / "conf" / "base")
@@ -292,8 +291,8 @@ def test_every_documented_coref_pipeline_command_and_option_exists():
 def parameter_keys() -> dict[str, dict[str, set[str]]]:
     """What a dotted parameter path may name: pipeline -> its keys; the model and training keys under
     ``overrides`` and under a preset."""
-    from coref_pipeline.corpus import PreprocessSettings, SegmentSettings
     from coref_pipeline.evaluation.report import EvaluateSettings
+    from coref_pipeline.formats.corpus import PreprocessSettings, SegmentSettings
     from coref_pipeline.models.config import (
         BaselineConfig,
         CorefTrainParameters,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .paths import PROJECT_ROOT
+from tests.paths import PROJECT_ROOT
 
 ALL_STAGES = {
     "preprocess",

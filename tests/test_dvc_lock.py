@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .paths import PROJECT_ROOT
+from tests.paths import PROJECT_ROOT
 
 CHECK = PROJECT_ROOT / ".ci" / "check_dvc_lock.py"
 GIT_IDENTITY = {

@@ -6,8 +6,7 @@ import pytest
 import yaml
 
 from coref_pipeline.training.checkpoints import code_files
-
-from .paths import PROJECT_ROOT
+from tests.paths import PROJECT_ROOT
 
 STAGES_AND_PIPELINES = (
     "preprocess",

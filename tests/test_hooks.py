@@ -8,7 +8,7 @@ from kedro.pipeline import Pipeline, node
 from kedro_datasets.json import JSONDataset
 
 from coref_pipeline.hooks import RankZeroWritesHook
-from coref_pipeline.processes import launched_rank
+from coref_pipeline.runtime.processes import launched_rank
 
 
 def catalog_and_pipeline(tmp_path):

@@ -11,8 +11,8 @@ import textwrap
 
 import pytest
 
-from .models.tiny import save_tiny_models
-from .paths import PROJECT_ROOT, copy_project
+from tests.models.tiny import save_tiny_models
+from tests.paths import PROJECT_ROOT, copy_project
 
 NOTEBOOK = PROJECT_ROOT / "notebooks" / "predict_on_text.ipynb"
 

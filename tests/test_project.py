@@ -13,9 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from coref_pipeline.segmentation import check_document
-
-from .paths import PROJECT_ROOT, copy_project
+from coref_pipeline.formats.segmentation import check_document
+from tests.paths import PROJECT_ROOT, copy_project
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +109,7 @@ def cli_scores(key: Path, response: Path, remove_singletons: bool) -> dict[str, 
 @pytest.mark.slow
 def test_evaluate_scores_every_model_on_named_test_sets(project_copy):
     """Runs after the training test: two named sets (a CoNLL file, WinoBias's four) beside the corpus's test."""
-    from .evaluation.test_test_sets import write_winobias
+    from tests.evaluation.test_test_sets import write_winobias
 
     sets = project_copy / "data" / "01_raw" / "test_sets"
     write_winobias(sets / "winobias", "test")

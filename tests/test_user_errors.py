@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .paths import PROJECT_ROOT, copy_project
+from tests.paths import PROJECT_ROOT, copy_project
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,7 @@ import sys
 
 from kedro.framework.project import configure_project
 
-from .paths import copy_project
+from tests.paths import copy_project
 
 
 def test_static_site_lists_every_pipeline_and_node(tmp_path):

@@ -27,9 +27,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .models.tiny import save_tiny_models
-from .paths import PROJECT_ROOT
-from .test_serve import free_port, wait_for_server
+from tests.models.tiny import save_tiny_models
+from tests.paths import PROJECT_ROOT
+from tests.serving.test_server import free_port, wait_for_server
 
 TEXT = "Ada wrote a note to Charles. She sent it in the morning, and he read it twice."
 # Every requirement the installed coref-pipeline declares (no environment marker) that no installed

@@ -19,12 +19,12 @@ __version__ = "0.2.0"
 
 # Imported on first use: Kedro imports this package for its settings and should not load torch.
 _ENTRY_POINTS = {
-    "CorefModel": "coref_pipeline.inference",
-    "DocumentTooLongError": "coref_pipeline.inference",
-    "CorefResult": "coref_pipeline.results",
-    "preprocess_corpus": "coref_pipeline.corpus",
-    "segment_corpus": "coref_pipeline.corpus",
-    "SegmentedCorpus": "coref_pipeline.corpus",
+    "CorefModel": "coref_pipeline.serving.coref_model",
+    "DocumentTooLongError": "coref_pipeline.serving.coref_model",
+    "CorefResult": "coref_pipeline.serving.results",
+    "preprocess_corpus": "coref_pipeline.formats.corpus",
+    "segment_corpus": "coref_pipeline.formats.corpus",
+    "SegmentedCorpus": "coref_pipeline.formats.corpus",
     "train_baseline": "coref_pipeline.training",
     "train_incremental": "coref_pipeline.training",
     "pretrain_encoder": "coref_pipeline.pretraining.run",

@@ -12,7 +12,6 @@ from typing import Any
 
 from kedro.io import AbstractDataset, DatasetError
 
-from coref_pipeline.conll import ConllFile
 from coref_pipeline.errors import OutputError, os_refusal
 from coref_pipeline.files import (
     JsonLinesError,
@@ -22,6 +21,7 @@ from coref_pipeline.files import (
     read_jsonlines,
     write_jsonlines,
 )
+from coref_pipeline.formats.conll import ConllFile
 
 
 class _FileDataset(AbstractDataset):
@@ -43,7 +43,7 @@ class _FileDataset(AbstractDataset):
 
 
 class ConllFileDataset(_FileDataset):
-    """Loads a CoNLL-2012 file as a :class:`~coref_pipeline.conll.ConllFile`; parsing is left to the nodes."""
+    """Loads a CoNLL-2012 file as a :class:`~coref_pipeline.formats.conll.ConllFile`; parsing is left to the nodes."""
 
     def load(self) -> ConllFile:
         if not self.path.is_file():
@@ -75,7 +75,7 @@ class CorefModelDataset(AbstractDataset):
         self.metadata = metadata
 
     def load(self) -> Any:
-        from coref_pipeline.inference import CorefModel
+        from coref_pipeline.serving.coref_model import CorefModel
 
         return CorefModel.load(Path(self._path))
 
@@ -155,7 +155,7 @@ def _write_scores(data: dict[str, Any], metrics: Path, outputs: Path) -> None:
     """``TestSetScoresDataset``'s files for one model: metrics per set in ``metrics``, the rest in ``outputs``."""
     from matplotlib import pyplot
 
-    from coref_pipeline.cross_corpus import TestSetScores
+    from coref_pipeline.studies.cross_corpus import TestSetScores
 
     for name, scores in data.items():
         if isinstance(scores, TestSetScores):

@@ -12,7 +12,7 @@ import yaml
 from kedro.framework.hooks import hook_impl
 
 from coref_pipeline.errors import UserError
-from coref_pipeline.processes import launched_rank
+from coref_pipeline.runtime.processes import launched_rank
 
 
 class MissingPrerequisiteError(UserError, RuntimeError):
@@ -127,10 +127,10 @@ class TestSetsHook:
     def before_pipeline_run(self, run_params: dict[str, Any], pipeline: Any, catalog: Any) -> None:
         if not any(node.name.endswith("_test_sets") and node.name.startswith("score_") for node in pipeline.nodes):
             return
-        from coref_pipeline.cross_corpus import check_named_models
         from coref_pipeline.evaluation.report import EvaluateSettings
         from coref_pipeline.evaluation.test_sets import read_test_sets
-        from coref_pipeline.model_card import ModelCardSettings
+        from coref_pipeline.sharing.model_card import ModelCardSettings
+        from coref_pipeline.studies.cross_corpus import check_named_models
 
         settings = EvaluateSettings.from_dict(catalog.load("params:evaluate"))
         read_test_sets(settings.test_sets, settings.remove_singletons)

@@ -9,9 +9,8 @@ import pytest
 
 from coref_pipeline.cli import cli, main
 from coref_pipeline.files import read_jsonlines
-from coref_pipeline.segmentation import SegmentationRecord, sidecar_path, tokenizer_fingerprint
-
-from ..paths import FIXTURES
+from coref_pipeline.formats.segmentation import SegmentationRecord, sidecar_path, tokenizer_fingerprint
+from tests.paths import FIXTURES
 
 TINY = FIXTURES / "tiny.v4_gold_conll"
 BINARY = bytes(range(256)) * 4  # not UTF-8
@@ -36,7 +35,7 @@ def one_error_line(err: str, *names: object) -> str:
 @pytest.fixture(scope="module")
 def tiny_tokenizer_dir(tmp_path_factory):
     """The tiny models' tokenizer saved to a folder, for ``minimize --tokenizer DIR``."""
-    from ..models.tiny import tiny_hf_tokenizer
+    from tests.models.tiny import tiny_hf_tokenizer
 
     folder = tmp_path_factory.mktemp("tiny_tokenizer")
     tiny_hf_tokenizer().save_pretrained(folder)
@@ -45,7 +44,7 @@ def tiny_tokenizer_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory):
-    from ..models.tiny import save_tiny_models
+    from tests.models.tiny import save_tiny_models
 
     return save_tiny_models(tmp_path_factory.mktemp("cli_models"), threshold=-1e4)
 
@@ -178,11 +177,10 @@ def test_conll_stats_needs_a_file(capsys):
 
 
 def test_predict_writes_clusters_and_a_conll_response(tmp_path, tiny_tokenizer_dir):
-    from coref_pipeline.conll import read_conll
-    from coref_pipeline.inference import CorefModel
+    from coref_pipeline.formats.conll import read_conll
     from coref_pipeline.models.baseline import BaselineCorefModel
-
-    from ..models.tiny import tiny_config, tiny_encoder, tiny_hf_tokenizer
+    from coref_pipeline.serving.coref_model import CorefModel
+    from tests.models.tiny import tiny_config, tiny_encoder, tiny_hf_tokenizer
 
     # Segmented with the tiny model's own tokenizer (saved to a folder), as the model reads them.
     documents = tmp_path / "tiny.jsonlines"
@@ -204,10 +202,9 @@ def test_predict_writes_clusters_and_a_conll_response(tmp_path, tiny_tokenizer_d
 @pytest.fixture
 def minilm_documents_and_tiny_model(tmp_path, tiny_tokenizer_dir):
     """Jsonlines segmented with MiniLM, and a model whose tokenizer is the tiny one (named after its folder)."""
-    from coref_pipeline.inference import CorefModel
     from coref_pipeline.models.baseline import BaselineCorefModel
-
-    from ..models.tiny import tiny_config, tiny_encoder, tiny_hf_tokenizer
+    from coref_pipeline.serving.coref_model import CorefModel
+    from tests.models.tiny import tiny_config, tiny_encoder, tiny_hf_tokenizer
 
     documents = tmp_path / "tiny.jsonlines"
     assert run(["minimize", str(TINY), str(documents), "--seg-len", "16", "--tokenizer", "embedded:minilm"]) == 0
@@ -259,7 +256,7 @@ PARAGRAPH = (
 
 
 def test_predict_on_a_text_file_writes_offsets_conll_and_html(tmp_path, tiny_models):
-    from coref_pipeline.conll import read_conll
+    from coref_pipeline.formats.conll import read_conll
 
     _, incremental = tiny_models
     source = tmp_path / "lovelace.txt"
@@ -293,7 +290,7 @@ def test_predict_on_a_text_file_writes_offsets_conll_and_html(tmp_path, tiny_mod
     page = view.read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>") and "&#x27;" not in PARAGRAPH
     assert page.count('class="coref-mention"') >= sum(len(cluster) for cluster in record["clusters"])
-    from ..test_visualize import parse_view
+    from tests.serving.test_visualize import parse_view
 
     assert "".join(parse_view(page).text) == PARAGRAPH
 
@@ -318,7 +315,7 @@ def test_predict_on_text_and_sentence_records(tmp_path, tiny_models):
 
 
 def test_predict_on_joshi_jsonlines_with_words_writes_conll_and_html(tmp_path, tiny_models, tiny_tokenizer_dir):
-    from coref_pipeline.conll import normalize_word, read_conll
+    from coref_pipeline.formats.conll import normalize_word, read_conll
 
     baseline, _ = tiny_models
     documents = tmp_path / "tiny.jsonlines"

@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 import yaml
 
-from coref_pipeline.inference import CorefModel
-
-from ..released import BERT_ONLY_CHECKPOINT, TINY_CHECKPOINT
-from ..test_tf_import import checkpoint_arrays, rewritten
-from .test_commands import one_error_line, run
+from coref_pipeline.serving.coref_model import CorefModel
+from tests.cli.test_commands import one_error_line, run
+from tests.original.test_tf_import import checkpoint_arrays, rewritten
+from tests.released import BERT_ONLY_CHECKPOINT, TINY_CHECKPOINT
 
 
 def test_imports_a_checkpoint_and_says_what_it_skipped(tmp_path, capsys):
@@ -85,7 +84,7 @@ def test_a_checkpoint_it_cannot_import_is_one_line_and_nothing_is_written(tmp_pa
 
 def test_from_a_checkpoint_to_test_set_conll_f1_on_the_command_line(tmp_path, capsys):
     """The README's commands: import, minimize with the model's tokenizer, predict a response, score it."""
-    from ..released import released_conll
+    from tests.released import released_conll
 
     gold = tmp_path / "test.english.v4_gold_conll"
     gold.write_text(released_conll("test").text)

@@ -11,11 +11,10 @@ from pathlib import Path
 import pytest
 
 from coref_pipeline.cli import main
-from coref_pipeline.conll import SCORER_READING, ConllFormatError, read_conll
 from coref_pipeline.evaluation import read_clusters, scoring
-
-from ..evaluation.conll_helpers import write_conll
-from ..paths import FIXTURES, PROJECT_ROOT, SHARED_DIR
+from coref_pipeline.formats.conll import SCORER_READING, ConllFormatError, read_conll
+from tests.evaluation.conll_helpers import write_conll
+from tests.paths import FIXTURES, PROJECT_ROOT, SHARED_DIR
 
 BCUB_F1 = 2 * (5 / 6) * (7 / 9) / (5 / 6 + 7 / 9)
 CONLL_F1 = (2 / 3 + BCUB_F1 + (0.8 + 2 / 3 + 1) / 3) / 3  # pooled MUC, B³ and CEAF-e F1 of the files below
@@ -170,7 +169,10 @@ def test_score_imports_neither_torch_nor_pandas(files: tuple[Path, Path]) -> Non
     assert {"coref_pipeline.evaluation.scoring", "numpy"} <= imported
     heavy = {name for name in imported if name.split(".")[0] in {"torch", "transformers", "pandas", "kedro", "sklearn"}}
     assert not heavy, sorted(heavy)
-    assert not {"coref_pipeline.inference", "coref_pipeline.cli.predict", "coref_pipeline.cli.minimize"} & imported
+    assert (
+        not {"coref_pipeline.serving.coref_model", "coref_pipeline.cli.predict", "coref_pipeline.cli.minimize"}
+        & imported
+    )
     # CEAF's assignment solver comes without the rest of scipy.optimize (half a second of imports).
     assert "scipy.optimize" not in imported and "scipy.linalg" not in imported
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from coref_pipeline.conll import format_coref_cells
+from coref_pipeline.formats.conll import format_coref_cells
 
 Span = tuple[int, int]
 

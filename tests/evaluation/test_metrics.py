@@ -24,8 +24,7 @@ from coref_pipeline.evaluation import (
     score_documents,
     score_files,
 )
-
-from .conll_helpers import write_conll
+from tests.evaluation.conll_helpers import write_conll
 
 # One-word mentions a..i at words 0..8.
 a, b, c, d, e, f, g, h, i = ((word, word) for word in range(9))
@@ -359,7 +358,7 @@ def test_files_are_scored_like_clusters(tmp_path: Path) -> None:
 
 def test_clusters_are_read_in_reference_scorer_order() -> None:
     """The reference numbers an entity at its first bracket (per cell: one-word, openings, closings)."""
-    from coref_pipeline.conll import parse_conll_lines
+    from coref_pipeline.formats.conll import parse_conll_lines
 
     cells = ["-", "-", "-", "(1(3", "-", "-", "3)1)", "-", "-", "(1)", "(5)|(4", "4)", "-", "(3)"]
     lines = [

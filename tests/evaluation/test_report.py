@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 
 from coref_pipeline.config_base import ConfigError
-from coref_pipeline.conll import ConllFile, parse_conll_lines
-from coref_pipeline.corpus import preprocess_corpus
 from coref_pipeline.evaluation.report import EvaluateSettings, evaluate_predictions
-from coref_pipeline.segmentation import segment_words
-
-from ..paths import FIXTURES
+from coref_pipeline.formats.conll import ConllFile, parse_conll_lines
+from coref_pipeline.formats.corpus import preprocess_corpus
+from coref_pipeline.formats.segmentation import segment_words
+from tests.paths import FIXTURES
 
 SETTINGS = EvaluateSettings(metrics=("muc", "bcub", "ceafe", "lea"), genres=("bc", "nw"))
 

@@ -11,9 +11,8 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from coref_pipeline.models import attention
 from coref_pipeline.models.encoder import SegmentEncoder
-
-from ..tolerances import assert_reordered_close
-from .tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
+from tests.models.tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
+from tests.tolerances import assert_reordered_close
 
 
 def attention_inputs(seed: int = 0) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -13,9 +13,8 @@ from coref_pipeline.models.config import BaselineConfig, ConfigError
 from coref_pipeline.models.document import crop, random_crop
 from coref_pipeline.models.layers import FFNN, Dropout
 from coref_pipeline.models.spans import bucket_distance, span_cluster_ids
-
-from ..tolerances import assert_reordered_close, ffnn_terms
-from .tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
+from tests.models.tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
+from tests.tolerances import assert_reordered_close, ffnn_terms
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import IncrementalConfig
 from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.incremental import IncrementalCorefModel
-
-from .tiny import VOCAB, make_document, tiny_config, tiny_encoder, tiny_tensors
+from tests.models.tiny import VOCAB, make_document, tiny_config, tiny_encoder, tiny_tensors
 
 SPECIAL_IDS = {VOCAB.index("[CLS]"), VOCAB.index("[SEP]"), VOCAB.index("[PAD]")}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from .tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
+from tests.models.tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
 
 
 def encoder_gradients(checkpointing: bool) -> dict[str, torch.Tensor]:

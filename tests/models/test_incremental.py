@@ -19,9 +19,8 @@ from coref_pipeline.models.incremental import (
     copy_baseline_weights,
 )
 from coref_pipeline.models.spans import bucket_distance
-
-from ..tolerances import assert_gradients_reordered_close, assert_reordered_close, ffnn_terms
-from .tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
+from tests.models.tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
+from tests.tolerances import assert_gradients_reordered_close, assert_reordered_close, ffnn_terms
 
 
 def incremental_config(**overrides) -> IncrementalConfig:

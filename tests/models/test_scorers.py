@@ -10,9 +10,8 @@ from coref_pipeline.models.config import IncrementalConfig
 from coref_pipeline.models.incremental import IncrementalCorefModel
 from coref_pipeline.models.scorers import PairScorer
 from coref_pipeline.models.spans import candidate_spans
-
-from ..tolerances import assert_gradients_reordered_close, assert_reordered_close, is_softmax_shift
-from .tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
+from tests.models.tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
+from tests.tolerances import assert_gradients_reordered_close, assert_reordered_close, is_softmax_shift
 
 
 def test_the_pair_scorers_first_layer_parts_are_cast_once_under_autocast_with_the_same_scores_and_gradients():

@@ -11,11 +11,10 @@ import torch
 import transformers.configuration_utils
 
 from coref_pipeline.errors import OutputError
-from coref_pipeline.inference import CorefModel
 from coref_pipeline.models import serialization
 from coref_pipeline.models.baseline import BaselineCorefModel
-
-from .tiny import tiny_config, tiny_encoder, tiny_hf_tokenizer
+from coref_pipeline.serving.coref_model import CorefModel
+from tests.models.tiny import tiny_config, tiny_encoder, tiny_hf_tokenizer
 
 
 def tiny_model() -> CorefModel:
@@ -60,7 +59,7 @@ def test_a_save_that_fails_leaves_the_earlier_directory_whole(tmp_path, monkeypa
 def test_the_candidate_rule_is_recorded_and_a_directory_written_before_it_loads_with_this_projects(tmp_path):
     """A model built here records ``special_token_spans: false``; a directory without the key (written before it
     existed) loads with that rule, and predicts what it predicted: no candidate over [CLS]/[SEP]."""
-    from .tiny import make_document
+    from tests.models.tiny import make_document
 
     model = tiny_model()
     model.save(tmp_path / "model")

@@ -8,12 +8,12 @@ from pathlib import Path
 import torch
 from transformers import BertConfig
 
-from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import BaselineConfig, IncrementalConfig
 from coref_pipeline.models.document import tensorize
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.incremental import IncrementalCorefModel
+from coref_pipeline.serving.coref_model import CorefModel
 
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"w{i}" for i in range(60)]
 
@@ -139,8 +139,8 @@ def conll_key(
     ``clusters`` (word spans by doc_key) replaces a document's own clusters, e.g. with
     two clusters sharing a mention, as a corpus may annotate and ``minimize.py`` merges.
     """
-    from coref_pipeline.conll import ConllFile
     from coref_pipeline.evaluation.predictions import word_clusters
+    from coref_pipeline.formats.conll import ConllFile
 
     lines = []
     for document in documents:

@@ -7,14 +7,13 @@ import json
 import pytest
 
 from coref_pipeline.evaluation.report import EvaluateSettings, evaluate_predictions
-from coref_pipeline.inference import CorefModel
+from coref_pipeline.formats.segmentation import SegmentationMismatchError, SegmentationRecord
 from coref_pipeline.models.config import ConfigError, baseline_settings
 from coref_pipeline.pipelines.coref_train.nodes import train
 from coref_pipeline.pipelines.coref_train.pipeline import create_pipeline
 from coref_pipeline.pipelines.dev_scores import predict_dev, score_dev
-from coref_pipeline.segmentation import SegmentationMismatchError, SegmentationRecord
-
-from ..models.tiny import conll_key, make_document, tiny_encoder, tiny_hf_tokenizer
+from coref_pipeline.serving.coref_model import CorefModel
+from tests.models.tiny import conll_key, make_document, tiny_encoder, tiny_hf_tokenizer
 
 
 @pytest.fixture
@@ -126,7 +125,7 @@ def test_presets_extend_a_base_and_state_only_what_differs():
 def test_the_committed_presets_resolve_to_the_originals():
     import yaml
 
-    from ..paths import PROJECT_ROOT
+    from tests.paths import PROJECT_ROOT
 
     params = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]
     resolved = {name: baseline_settings(params["presets"], name) for name in params["presets"]}

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from coref_pipeline.conll import ConllFile
-from coref_pipeline.corpus import preprocess_corpus
+from coref_pipeline.formats.conll import ConllFile
+from coref_pipeline.formats.corpus import preprocess_corpus
+from coref_pipeline.formats.segmentation import segment_words
 from coref_pipeline.pipelines.evaluate.nodes import evaluate
 from coref_pipeline.pipelines.evaluate.pipeline import create_pipeline
-from coref_pipeline.segmentation import segment_words
-
-from ..paths import FIXTURES
+from tests.paths import FIXTURES
 
 
 def test_the_node_reads_its_parameters_and_returns_every_output(minilm_tokenizer):

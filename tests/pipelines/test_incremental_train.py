@@ -7,16 +7,15 @@ from dataclasses import replace
 import pytest
 import yaml
 
-from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.config import ConfigError, IncrementalTrainParameters
 from coref_pipeline.pipelines.coref_train.nodes import train as train_baseline_node
 from coref_pipeline.pipelines.dev_scores import predict_dev, score_dev
 from coref_pipeline.pipelines.incremental_train.nodes import train
 from coref_pipeline.pipelines.incremental_train.pipeline import create_pipeline
+from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training import incremental_settings
-
-from ..paths import PROJECT_ROOT
-from .test_coref_train import dev_gold, encoder_dir, params_for, segmentation, segmented  # noqa: F401 (fixture)
+from tests.paths import PROJECT_ROOT
+from tests.pipelines.test_coref_train import dev_gold, encoder_dir, params_for, segmentation, segmented  # noqa: F401 (fixture)
 
 
 def incremental_params(work_dir, **overrides):

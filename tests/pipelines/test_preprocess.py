@@ -5,11 +5,10 @@ from __future__ import annotations
 import pytest
 
 from coref_pipeline.config_base import ConfigError
-from coref_pipeline.conll import ConllFile
+from coref_pipeline.formats.conll import ConllFile
 from coref_pipeline.pipelines.preprocess.nodes import preprocess
 from coref_pipeline.pipelines.preprocess.pipeline import create_pipeline
-
-from ..paths import FIXTURES
+from tests.paths import FIXTURES
 
 PARAMS = {"min_columns": 12, "skip_bad_documents": False, "genres": ["bc", "nw"], "default_genre": "nw"}
 

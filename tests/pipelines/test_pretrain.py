@@ -11,8 +11,7 @@ from coref_pipeline.models.config import ConfigError, CorefTrainParameters
 from coref_pipeline.pipeline_registry import register_pipelines
 from coref_pipeline.pipelines.coref_train.nodes import train
 from coref_pipeline.pipelines.pretrain.nodes import pretrain
-
-from .test_coref_train import dev_gold, encoder_dir, params_for, segmentation, segmented  # noqa: F401
+from tests.pipelines.test_coref_train import dev_gold, encoder_dir, params_for, segmentation, segmented  # noqa: F401
 
 
 def pretrain_params(encoder, tmp_path, **overrides):

@@ -13,19 +13,18 @@ import pytest
 import torch
 
 from coref_pipeline.cli import main
-from coref_pipeline.corpus import SegmentedCorpus, preprocess_corpus
-from coref_pipeline.inference import CorefModel
+from coref_pipeline.formats.corpus import SegmentedCorpus, preprocess_corpus
+from coref_pipeline.formats.segmentation import SegmentationMismatchError, SegmentationRecord
+from coref_pipeline.formats.text import split_text
 from coref_pipeline.models.config import SHARED_ARCHITECTURE_KEYS, ConfigError
 from coref_pipeline.pipelines.coref_train.nodes import train as coref_train
 from coref_pipeline.pipelines.dev_scores import predict_dev, score_dev
 from coref_pipeline.pipelines.evaluate.nodes import evaluate, predict_test
 from coref_pipeline.pipelines.incremental_train.nodes import train as incremental_train
 from coref_pipeline.pipelines.segment.nodes import segment
-from coref_pipeline.segmentation import SegmentationMismatchError, SegmentationRecord
-from coref_pipeline.text import split_text
-
-from ..paths import copy_project
-from ..released import TINY_CHECKPOINT, released_conll, write_corpus
+from coref_pipeline.serving.coref_model import CorefModel
+from tests.paths import copy_project
+from tests.released import TINY_CHECKPOINT, released_conll, write_corpus
 
 SEGMENT = {"tokenizer": None, "max_segment_lens": None, "language": "english", "include_tokens": True}
 EVALUATE = {"metrics": ["muc", "bcub", "ceafe", "lea"], "remove_singletons": False}

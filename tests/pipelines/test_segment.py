@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from coref_pipeline.conll import ConllFile
-from coref_pipeline.corpus import preprocess_corpus
+from coref_pipeline.formats.conll import ConllFile
+from coref_pipeline.formats.corpus import preprocess_corpus
+from coref_pipeline.formats.segmentation import SegmentationRecord
 from coref_pipeline.pipelines.segment.nodes import segment
 from coref_pipeline.pipelines.segment.pipeline import create_pipeline
-from coref_pipeline.segmentation import SegmentationRecord
-
-from ..paths import FIXTURES
+from tests.paths import FIXTURES
 
 CHOSEN = {
     "preset": "small",

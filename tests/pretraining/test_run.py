@@ -10,13 +10,12 @@ import yaml
 from safetensors.torch import load_file
 
 from coref_pipeline.config_base import ConfigError
-from coref_pipeline.corpus import SegmentedCorpus
+from coref_pipeline.formats.corpus import SegmentedCorpus
+from coref_pipeline.formats.segmentation import SegmentationRecord
 from coref_pipeline.models.config import TrainingConfig
 from coref_pipeline.pretraining.run import HEADS_FILE, SETTINGS_FILE, PretrainConfig, pretrain_encoder
-from coref_pipeline.segmentation import SegmentationRecord
 from coref_pipeline.training.loop import Run, TrainingCallback
-
-from ..models.tiny import tiny_encoder, tiny_hf_tokenizer
+from tests.models.tiny import tiny_encoder, tiny_hf_tokenizer
 
 
 @pytest.fixture
@@ -178,7 +177,7 @@ def test_plain_text_files_and_folders_become_segmented_training_documents(encode
 def test_the_default_text_folder_is_in_the_repository_and_a_dependency_of_the_dvc_stage():
     import yaml
 
-    from ..paths import PROJECT_ROOT
+    from tests.paths import PROJECT_ROOT
 
     parameters = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_pretrain.yml").read_text())["pretrain"]
     stages = yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())["stages"]

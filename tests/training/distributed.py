@@ -12,9 +12,9 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import IncrementalConfig, TrainingConfig
+from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training import (
     Run,
     TrainingCallback,
@@ -23,9 +23,8 @@ from coref_pipeline.training import (
     fit,
     seed_everything,
 )
-
-from ..models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
-from .test_baseline import training_config as baseline_training_config
+from tests.models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
+from tests.training.test_baseline import training_config as baseline_training_config
 
 # Five documents of at most max_training_sentences segments (a crop keeps them whole): with two
 # ranks an epoch is three steps, the last wrapping round to the first document.

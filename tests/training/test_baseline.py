@@ -11,17 +11,16 @@ import pytest
 import torch
 
 from coref_pipeline.evaluation.predictions import score_predictions
-from coref_pipeline.inference import CorefModel
+from coref_pipeline.formats.segmentation import SegmentationRecord
 from coref_pipeline.models import attention
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import ConfigError, TrainingConfig
-from coref_pipeline.segmentation import SegmentationRecord
+from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training import Run, TrainingCallback, baseline_recipe, fit, seed_everything
 from coref_pipeline.training.checkpoints import latest_checkpoint
 from coref_pipeline.training.loop import configure_encoder_for_training, epoch_order
 from coref_pipeline.training.optim import warmup_then_linear_decay
-
-from ..models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
+from tests.models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
 
 DOCUMENTS = [make_document(f"nw/d{i}_0", seed=i, num_segments=3) for i in range(3)]
 
@@ -179,8 +178,7 @@ def test_a_change_to_the_model_or_training_code_starts_afresh(tmp_path, caplog, 
 def test_init_from_loads_every_weight_and_refuses_another_architecture(tmp_path):
 
     from coref_pipeline.training import baseline_from
-
-    from ..models.tiny import save_tiny_models
+    from tests.models.tiny import save_tiny_models
 
     baseline_dir, incremental_dir = save_tiny_models(tmp_path)
     saved = CorefModel.load(baseline_dir)
@@ -223,7 +221,7 @@ def test_the_encoder_trains_with_the_cpu_attention_and_is_saved_with_its_own(tmp
 
 @pytest.mark.parametrize("singletons", [True, False])
 def test_mention_loss_auto_follows_whether_the_training_corpus_annotates_singletons(tmp_path, singletons, caplog):
-    from coref_pipeline.corpus import SegmentedCorpus
+    from coref_pipeline.formats.corpus import SegmentedCorpus
     from coref_pipeline.models.config import AUTO_MENTION_LOSS_COEF, BaselineConfig
     from coref_pipeline.training.loop import decide_for_corpus
 
@@ -256,9 +254,9 @@ def test_mention_loss_auto_follows_whether_the_training_corpus_annotates_singlet
 def test_head_auto_is_the_smaller_head_in_fp32_on_a_cpu_and_the_full_one_elsewhere(
     precision, native, head, monkeypatch, caplog
 ):
-    from coref_pipeline import devices
     from coref_pipeline.models import config as model_config
     from coref_pipeline.models.config import BaselineConfig
+    from coref_pipeline.runtime import devices
     from coref_pipeline.training.loop import decide_for_run
 
     monkeypatch.setattr(devices, "native_bf16", lambda device: native)

@@ -10,8 +10,7 @@ from coref_pipeline.training import TrainingCallback
 from coref_pipeline.training.checkpoints import TrainState
 from coref_pipeline.training.loop import budget_plan, cropping, train_loop
 from coref_pipeline.training.optim import StepPlan, model_optimisers
-
-from .distributed import DOCUMENTS, tiny_baseline, training_config
+from tests.training.distributed import DOCUMENTS, tiny_baseline, training_config
 
 STEP_SECONDS, EVALUATION_SECONDS = 2.0, 10.0
 

@@ -7,9 +7,8 @@ import pytest
 from coref_pipeline.evaluation.predictions import gold_key, score_predictions, word_clusters
 from coref_pipeline.evaluation.report import EvaluateSettings, evaluate_predictions
 from coref_pipeline.training import Run, TrainingCallback, baseline_recipe, fit, incremental_recipe
-
-from ..models.tiny import conll_key
-from . import test_baseline, test_incremental
+from tests.models.tiny import conll_key
+from tests.training import test_baseline, test_incremental
 
 DOCUMENTS = test_baseline.DOCUMENTS
 

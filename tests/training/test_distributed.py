@@ -25,10 +25,9 @@ from coref_pipeline.training import Run, fit, incremental_recipe
 from coref_pipeline.training.engine import shard
 from coref_pipeline.training.loop import epoch_order
 from coref_pipeline.training.optim import model_optimisers
-
-from ..paths import PROJECT_ROOT
-from ..tolerances import adam_reach, assert_trained_alike
-from .distributed import (
+from tests.paths import PROJECT_ROOT
+from tests.tolerances import adam_reach, assert_trained_alike
+from tests.training.distributed import (
     DOCUMENTS,
     WORLD_SIZE,
     final_weights,

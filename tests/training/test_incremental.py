@@ -10,14 +10,13 @@ import torch
 from safetensors.torch import load_file
 
 from coref_pipeline.evaluation.predictions import score_predictions
-from coref_pipeline.inference import CorefModel
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import IncrementalConfig, TrainingConfig
+from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training import Run, build_incremental, fit, incremental_recipe, seed_everything
 from coref_pipeline.training.checkpoints import latest_checkpoint
-
-from ..models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
-from .test_baseline import InterruptAfter
+from tests.models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
+from tests.training.test_baseline import InterruptAfter
 
 DOCUMENTS = [make_document(f"nw/d{i}_0", seed=i, num_segments=3) for i in range(3)]
 

@@ -8,8 +8,7 @@ import torch
 from coref_pipeline.training import TrainingCallback
 from coref_pipeline.training.loop import cropping, train_loop
 from coref_pipeline.training.optim import StepPlan, model_optimisers
-
-from .distributed import DOCUMENTS, tiny_baseline, training_config
+from tests.training.distributed import DOCUMENTS, tiny_baseline, training_config
 
 
 class Evaluations(TrainingCallback):

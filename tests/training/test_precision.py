@@ -8,14 +8,13 @@ import pytest
 import torch
 from lightning_fabric.plugins.precision import MixedPrecision
 
-from coref_pipeline.devices import DeviceError
 from coref_pipeline.models.config import ConfigError, TrainingConfig
+from coref_pipeline.runtime.devices import DeviceError
 from coref_pipeline.training import Run, TrainingCallback, baseline_recipe, fit
 from coref_pipeline.training.engine import Engine
 from coref_pipeline.training.loop import training_step
 from coref_pipeline.training.optim import model_optimisers
-
-from .distributed import DOCUMENTS, tiny_baseline, training_config
+from tests.training.distributed import DOCUMENTS, tiny_baseline, training_config
 
 
 class Losses(TrainingCallback):

@@ -22,7 +22,7 @@ STAT_COLUMNS = ["documents", "sentences", "words", "mentions", "entities", "sing
 @click.option("--skip-bad-documents", is_flag=True, help="report and skip bad documents")
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 def conll_stats(files: tuple[str, ...], min_columns: int, skip_bad_documents: bool, as_json: bool) -> None:
-    from coref_pipeline.conll import ConllFormatError, document_stats, read_conll
+    from coref_pipeline.formats.conll import ConllFormatError, document_stats, read_conll
 
     results = {}
     for name in files:

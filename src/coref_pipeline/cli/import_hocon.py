@@ -18,8 +18,8 @@ from coref_pipeline.cli import CommandError
 @click.option("--output", help="write the YAML here instead of printing it")
 def import_hocon(conf: str, name: str, output: str | None) -> None:
     from coref_pipeline.files import atomic_write_text
-    from coref_pipeline.hocon import import_experiment, preset_yaml
     from coref_pipeline.models.config import ConfigError
+    from coref_pipeline.original.hocon import import_experiment, preset_yaml
 
     try:
         preset, left_out = import_experiment(conf, name)

@@ -28,8 +28,8 @@ DESCRIPTION = (
 )
 def import_tf_checkpoint(checkpoint_dir: str, out_model_dir: str, preset: str | None) -> None:
     from coref_pipeline.models.directory import TOKENIZER
-    from coref_pipeline.tf_import import TFImportError
-    from coref_pipeline.tf_import import import_tf_checkpoint as run_import
+    from coref_pipeline.original.tf_import import TFImportError
+    from coref_pipeline.original.tf_import import import_tf_checkpoint as run_import
 
     try:
         summary = run_import(checkpoint_dir, out_model_dir, preset)
@@ -46,8 +46,8 @@ def import_tf_checkpoint(checkpoint_dir: str, out_model_dir: str, preset: str | 
 def write_imported_card(directory: Path, experiment: str, checkpoint: str) -> None:
     """The imported model's card (no scores: this project has not scored it yet) as the directory's README.md."""
     from coref_pipeline.files import atomic_write_text
-    from coref_pipeline.model_card import CARD, ModelCardSettings, model_card
     from coref_pipeline.models.directory import read_stored_config
+    from coref_pipeline.sharing.model_card import CARD, ModelCardSettings, model_card
 
     stored = read_stored_config(directory)
     origin = (

@@ -47,17 +47,17 @@ def minimize(
     no_tokens: bool,
 ) -> None:
     from coref_pipeline.config_base import ConfigError
-    from coref_pipeline.conll import ConllFile, ConllFormatError
-    from coref_pipeline.corpus import PreprocessSettings, preprocess_corpus
     from coref_pipeline.files import write_jsonlines
-    from coref_pipeline.pretrained import load_tokenizer
-    from coref_pipeline.segmentation import (
+    from coref_pipeline.formats.conll import ConllFile, ConllFormatError
+    from coref_pipeline.formats.corpus import PreprocessSettings, preprocess_corpus
+    from coref_pipeline.formats.segmentation import (
         SegmentationError,
         SegmentationRecord,
         SegmentLength,
         segment_words,
         sidecar_path,
     )
+    from coref_pipeline.pretrained import load_tokenizer
 
     try:
         length = SegmentLength.parse(seg_len).label

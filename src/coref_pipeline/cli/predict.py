@@ -85,8 +85,8 @@ def predict(
     device: str,
     precision: str,
 ) -> None:
-    from coref_pipeline.conll import DEFAULT_GENRE
     from coref_pipeline.files import write_jsonlines
+    from coref_pipeline.formats.conll import DEFAULT_GENRE
 
     if gold_conll and not conll:
         raise CommandError("--gold-conll needs --conll (the response file to write)")
@@ -126,7 +126,7 @@ def predict(
             atomic_write_text(conll, conll_text)
             logger.info("Wrote CoNLL-2012 predictions to %s", conll)
         if html:
-            from coref_pipeline.visualize import HtmlView
+            from coref_pipeline.serving.visualize import HtmlView
 
             HtmlView(results, title=f"coref-pipeline predict: {Path(input_path).name}").save(html)
             logger.info("Wrote the HTML view to %s", html)
@@ -136,7 +136,7 @@ def predict(
 
 def _read_inputs(input_path: str) -> Any:
     """The documents of INPUT, read before the model is loaded (loading takes seconds)."""
-    from coref_pipeline.inputs import read_predict_inputs
+    from coref_pipeline.serving.inputs import read_predict_inputs
 
     try:
         inputs = read_predict_inputs(input_path)
@@ -158,7 +158,7 @@ def _load_model(
     min_coarse_score: float | None = None,
     revision: str | None = None,
 ) -> Any:
-    from coref_pipeline.inference import CorefModel
+    from coref_pipeline.serving.coref_model import CorefModel
 
     try:
         return CorefModel.load(
@@ -176,7 +176,7 @@ def _load_model(
 
 def _check_segmentation(model: Any, documents: list[dict[str, Any]], input_path: str) -> None:
     """Refuse documents segmented with another tokenizer than the model's (the record beside them, if any)."""
-    from coref_pipeline.segmentation import SegmentationRecord, sidecar_path
+    from coref_pipeline.formats.segmentation import SegmentationRecord, sidecar_path
 
     sidecar = sidecar_path(input_path)
     try:
@@ -187,14 +187,14 @@ def _check_segmentation(model: Any, documents: list[dict[str, Any]], input_path:
 
 
 def _results_of_jsonlines(outputs: list[dict[str, Any]]) -> list[Any]:
-    from coref_pipeline.results import result_from_jsonlines
+    from coref_pipeline.serving.results import result_from_jsonlines
 
     return [result_from_jsonlines(document) for document in outputs]
 
 
 def _conll_text(outputs: list[dict[str, Any]], results: list[Any], gold_conll: str | None) -> str:
     """The CoNLL-2012 file to write: the gold file's layout with predicted clusters, or 12 columns from the words."""
-    from coref_pipeline.conll import ConllFile, format_conll_document, format_conll_response
+    from coref_pipeline.formats.conll import ConllFile, format_conll_document, format_conll_response
 
     if gold_conll:
         from coref_pipeline.evaluation.predictions import word_clusters

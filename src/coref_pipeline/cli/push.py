@@ -26,7 +26,7 @@ def push(
     model_dir: str, repo_id: str, card: str | None, revision: str | None, private: bool, message: str | None
 ) -> None:
     from coref_pipeline.models.directory import ModelDirectoryError
-    from coref_pipeline.sharing import PushError, push_model_directory
+    from coref_pipeline.sharing.hub import PushError, push_model_directory
 
     try:
         url = push_model_directory(model_dir, repo_id, card, revision, private, message)

@@ -79,8 +79,8 @@ def score(
     key: str, response: str, metrics: tuple[str, ...], as_json: bool, per_document: bool, remove_singletons: bool
 ) -> None:
     """Print the scores; an error is one line ``score: error: ...`` on stderr with exit code 2."""
-    from coref_pipeline.conll import ConllFormatError
     from coref_pipeline.evaluation.scoring import score_files
+    from coref_pipeline.formats.conll import ConllFormatError
 
     try:
         scores = score_files(key, response, metrics, remove_singletons=remove_singletons)

@@ -55,7 +55,7 @@ def queue(model: str, train_lengths: str, eval_lengths: str, settings: tuple[str
 
     from coref_pipeline.config_base import ConfigError
     from coref_pipeline.models.config import CorefTrainParameters
-    from coref_pipeline.segment_study import grid_commands
+    from coref_pipeline.studies.segment_study import grid_commands
 
     if not PARAMETERS.is_file():
         raise CommandError(f"{PARAMETERS} not found: run segment-study from the project folder")
@@ -93,7 +93,7 @@ def queue(model: str, train_lengths: str, eval_lengths: str, settings: tuple[str
     help="read saved `dvc exp show --json` output instead of running it",
 )
 def table(model: str, out_dir: str, copy_to: str | None, from_json: str | None) -> None:
-    from coref_pipeline.segment_study import markdown_table, plot_table, study_rows, study_table, table_paths
+    from coref_pipeline.studies.segment_study import markdown_table, plot_table, study_rows, study_table, table_paths
 
     if from_json:
         text = Path(from_json).read_text(encoding="utf-8")

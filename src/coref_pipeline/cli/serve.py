@@ -1,4 +1,4 @@
-"""``coref-pipeline serve --model DIR_OR_ID``: the JSON API and the page over one model (``coref_pipeline.serve``)."""
+"""``coref-pipeline serve --model DIR_OR_ID``: the JSON API and the page over one model (``coref_pipeline.serving.server``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 import click
 
 from coref_pipeline.cli import CommandError
-from coref_pipeline.serve import MAX_CHARS, MAX_REQUEST_BYTES
+from coref_pipeline.serving.server import MAX_CHARS, MAX_REQUEST_BYTES
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +55,8 @@ def serve(
 ) -> None:
     import uvicorn
 
-    from coref_pipeline.inference import CorefModel
-    from coref_pipeline.serve import Predictor, create_app
+    from coref_pipeline.serving.coref_model import CorefModel
+    from coref_pipeline.serving.server import Predictor, create_app
 
     try:  # loaded on the thread that will predict (serve.Predictor)
         predictor = Predictor(

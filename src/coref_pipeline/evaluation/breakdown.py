@@ -16,11 +16,11 @@ from typing import Any
 
 import pandas as pd
 
-from coref_pipeline.conll import DEFAULT_GENRE, GENRES, NO_SPEAKER, genre_of
 from coref_pipeline.evaluation.metrics import CONLL_METRICS
 from coref_pipeline.evaluation.scoring import CorpusScores, DocumentScores, pool
 from coref_pipeline.files import read_jsonlines
-from coref_pipeline.segmentation import SPEAKER_PLACEHOLDER
+from coref_pipeline.formats.conll import DEFAULT_GENRE, GENRES, NO_SPEAKER, genre_of
+from coref_pipeline.formats.segmentation import SPEAKER_PLACEHOLDER
 
 logger = logging.getLogger(__name__)
 

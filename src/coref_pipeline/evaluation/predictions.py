@@ -1,6 +1,6 @@
 """Model predictions (jsonlines documents with subtoken clusters) -> word-level clusters and their scores.
 
-Write the word clusters as a response file with ``coref_pipeline.conll.write_conll_response``.
+Write the word clusters as a response file with ``coref_pipeline.formats.conll.write_conll_response``.
 """
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from coref_pipeline.conll import SCORER_READING, ConllFile, parse_conll_lines
 from coref_pipeline.evaluation.metrics import CONLL_METRICS, Cluster, Span
 from coref_pipeline.evaluation.scoring import CorpusScores, score_documents
+from coref_pipeline.formats.conll import SCORER_READING, ConllFile, parse_conll_lines
 
 logger = logging.getLogger(__name__)
 

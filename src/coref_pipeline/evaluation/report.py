@@ -10,12 +10,6 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from coref_pipeline.config_base import Config, ConfigError
-from coref_pipeline.conll import (
-    DEFAULT_GENRE,
-    GENRES,
-    ConllFile,
-    format_conll_response,
-)
 from coref_pipeline.evaluation.breakdown import breakdown_table, document_info, document_table, f1_by_length_figure
 from coref_pipeline.evaluation.metrics import METRIC_NAMES
 from coref_pipeline.evaluation.predictions import (
@@ -26,7 +20,13 @@ from coref_pipeline.evaluation.predictions import (
     word_clusters,
 )
 from coref_pipeline.evaluation.scoring import check_metrics
-from coref_pipeline.segmentation import SegmentLength
+from coref_pipeline.formats.conll import (
+    DEFAULT_GENRE,
+    GENRES,
+    ConllFile,
+    format_conll_response,
+)
+from coref_pipeline.formats.segmentation import SegmentLength
 
 logger = logging.getLogger(__name__)
 

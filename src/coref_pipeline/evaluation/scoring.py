@@ -26,7 +26,6 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from coref_pipeline.conll import SCORER_READING, parse_coref_column, parse_header, paused_gc, read_conll
 from coref_pipeline.evaluation.metrics import (
     CONLL_METRICS,
     METRIC_NAMES,
@@ -38,6 +37,7 @@ from coref_pipeline.evaluation.metrics import (
     cluster_overlap,
     mention_identification,
 )
+from coref_pipeline.formats.conll import SCORER_READING, parse_coref_column, parse_header, paused_gc, read_conll
 
 logger = logging.getLogger(__name__)
 
@@ -178,7 +178,7 @@ def remove_singleton_clusters(clusters: Sequence[Cluster]) -> list[Cluster]:
 def read_clusters(path: str | Path) -> dict[str, list[Cluster]]:
     """Word-level clusters of every document of a CoNLL-2012 file, by ``doc_key``, in reference order.
 
-    Raises ``coref_pipeline.conll.ConllFormatError`` (a missing or non-UTF-8 file
+    Raises ``coref_pipeline.formats.conll.ConllFormatError`` (a missing or non-UTF-8 file
     included), or ``ValueError`` if a ``doc_key`` appears twice.
 
     A well-formed file is read by a fast path that looks at the coreference

@@ -27,8 +27,8 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from coref_pipeline.config_base import Config, ConfigError
-from coref_pipeline.conll import ConllFile, parse_conll_lines
 from coref_pipeline.errors import UserError
+from coref_pipeline.formats.conll import ConllFile, parse_conll_lines
 
 SET_KINDS = ("conll", "winobias")
 # Zhao et al.'s four test files (the dev files have the same names with dev_).

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from coref_pipeline.config_base import Config, ConfigError, ConfigT
-from coref_pipeline.conll import DEFAULT_GENRE, GENRES
-from coref_pipeline.segmentation import MAX_SENTENCE_SEGMENT_LEN, SegmentLength
+from coref_pipeline.formats.conll import DEFAULT_GENRE, GENRES
+from coref_pipeline.formats.segmentation import MAX_SENTENCE_SEGMENT_LEN, SegmentLength
 
 __all__ = [
     "BaselineConfig",

@@ -14,7 +14,7 @@ from typing import Any
 
 from coref_pipeline.errors import UserError
 from coref_pipeline.files import atomic_write_json
-from coref_pipeline.segmentation import SegmentLength
+from coref_pipeline.formats.segmentation import SegmentLength
 
 CONFIG = "coref_config.json"
 TOKENIZER = "tokenizer"  # the folder of the model's tokenizer

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from coref_pipeline.conll import genre_of
+from coref_pipeline.formats.conll import genre_of
+from coref_pipeline.formats.segmentation import SPEAKER_PLACEHOLDER, check_field_lengths
 from coref_pipeline.models.spans import candidate_spans
-from coref_pipeline.segmentation import SPEAKER_PLACEHOLDER, check_field_lengths
 
 # Speaker ids, as the original numbers them: unknown, the [CLS]/[SEP] placeholder, then each new speaker.
 SPEAKER_ID_UNKNOWN, SPEAKER_ID_PLACEHOLDER, SPEAKER_ID_OVERFLOW = 0, 1, 3

@@ -7,10 +7,10 @@ from typing import Any
 
 from kedro.pipeline import Node
 
-from coref_pipeline.conll import ConllFile
-from coref_pipeline.corpus import SegmentedCorpus
 from coref_pipeline.evaluation.predictions import HEADLINE_METRICS, gold_key, headline_metrics, score_predictions
-from coref_pipeline.inference import CorefModel
+from coref_pipeline.formats.conll import ConllFile
+from coref_pipeline.formats.corpus import SegmentedCorpus
+from coref_pipeline.serving.coref_model import CorefModel
 
 SCORING = "params:evaluate.remove_singletons"  # training scores dev as `evaluate` scores
 DEV_KEY = "raw_dev"  # ... against the same key: the gold dev CoNLL file

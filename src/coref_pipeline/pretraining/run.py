@@ -23,16 +23,16 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from coref_pipeline.config_base import Config, ConfigError
-from coref_pipeline.corpus import SegmentedCorpus
-from coref_pipeline.devices import resolve_device, resolve_precision
 from coref_pipeline.files import atomic_directory, atomic_write_json, atomic_write_text
-from coref_pipeline.model_card import CARD, encoder_card
+from coref_pipeline.formats.corpus import SegmentedCorpus
 from coref_pipeline.models.config import TrainingConfig, resolve_preset, split_settings
 from coref_pipeline.models.serialization import atomic_save_tensors
 from coref_pipeline.pretrained import load_pretrained, load_tokenizer
 from coref_pipeline.pretraining.data import MaskBatch, batches, document_segments, held_out_documents
 from coref_pipeline.pretraining.masking import MASKINGS, MaskingScheme
 from coref_pipeline.pretraining.model import SpanBertPretrainer, summary
+from coref_pipeline.runtime.devices import resolve_device, resolve_precision
+from coref_pipeline.sharing.model_card import CARD, encoder_card
 from coref_pipeline.training.checkpoints import prepare_work_dir, run_fingerprint
 from coref_pipeline.training.engine import Engine
 from coref_pipeline.training.loop import (
@@ -129,9 +129,9 @@ def text_documents(paths: Sequence[str | Path], tokenizer_name: str, max_segment
     words as ``predict`` splits raw text, segmented with the tokenizer at ``max_segment_len``."""
     import pandas as pd
 
-    from coref_pipeline.corpus import WORD_DOCUMENT_COLUMNS
-    from coref_pipeline.segmentation import segment_words
-    from coref_pipeline.text import split_text
+    from coref_pipeline.formats.corpus import WORD_DOCUMENT_COLUMNS
+    from coref_pipeline.formats.segmentation import segment_words
+    from coref_pipeline.formats.text import split_text
 
     files: list[Path] = []
     for name in paths:

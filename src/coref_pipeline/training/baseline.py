@@ -7,9 +7,7 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
-from coref_pipeline.corpus import SegmentedCorpus
-from coref_pipeline.devices import resolve_device
-from coref_pipeline.inference import CorefModel
+from coref_pipeline.formats.corpus import SegmentedCorpus
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import (
     AUTO,
@@ -21,6 +19,8 @@ from coref_pipeline.models.config import (
 )
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.pretrained import load_pretrained, load_tokenizer
+from coref_pipeline.runtime.devices import resolve_device
+from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training.checkpoints import tensors_fingerprint
 from coref_pipeline.training.loop import (
     Recipe,

@@ -38,8 +38,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from coref_pipeline.devices import keep_host_memory, resolve_device, resolve_precision
 from coref_pipeline.models.config import TrainingConfig
+from coref_pipeline.runtime.devices import keep_host_memory, resolve_device, resolve_precision
 
 logger = logging.getLogger(__name__)
 

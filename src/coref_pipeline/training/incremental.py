@@ -9,12 +9,12 @@ from typing import Any
 
 import torch
 
-from coref_pipeline.corpus import SegmentedCorpus
-from coref_pipeline.devices import resolve_device
-from coref_pipeline.inference import CorefModel
+from coref_pipeline.formats.corpus import SegmentedCorpus
 from coref_pipeline.models.config import ConfigError, IncrementalConfig, TrainingConfig, split_settings
 from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.incremental import IncrementalCorefModel, copy_baseline_weights
+from coref_pipeline.runtime.devices import resolve_device
+from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training.checkpoints import tensors_fingerprint
 from coref_pipeline.training.loop import Recipe, Run, cropping, decide_for_corpus, fit_on_corpus, seed_everything
 from coref_pipeline.training.optim import model_optimisers

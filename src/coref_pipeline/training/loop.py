@@ -24,11 +24,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from coref_pipeline.corpus import SINGLETON_CORPUS_SHARE, SegmentedCorpus, singleton_share
-from coref_pipeline.devices import bound_host_memory, resolve_device, resolve_precision
 from coref_pipeline.evaluation.predictions import GoldKey, score_predictions, summary_metrics
 from coref_pipeline.files import exclusive_directory
-from coref_pipeline.inference import CorefModel
+from coref_pipeline.formats.corpus import SINGLETON_CORPUS_SHARE, SegmentedCorpus, singleton_share
 from coref_pipeline.models.config import (
     AUTO,
     FULL_HEAD,
@@ -41,7 +39,9 @@ from coref_pipeline.models.config import (
 from coref_pipeline.models.directory import write_training_record
 from coref_pipeline.models.document import DocumentTensors, random_crop
 from coref_pipeline.models.encoder import SegmentEncoder
-from coref_pipeline.processes import launched_rank
+from coref_pipeline.runtime.devices import bound_host_memory, resolve_device, resolve_precision
+from coref_pipeline.runtime.processes import launched_rank
+from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training.checkpoints import (
     TrainState,
     latest_checkpoint,

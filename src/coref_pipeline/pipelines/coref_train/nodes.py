@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from coref_pipeline.conll import ConllFile
-from coref_pipeline.corpus import SegmentedCorpus
 from coref_pipeline.evaluation.predictions import gold_key
-from coref_pipeline.inference import CorefModel
+from coref_pipeline.formats.conll import ConllFile
+from coref_pipeline.formats.corpus import SegmentedCorpus
 from coref_pipeline.models.config import CorefTrainParameters
+from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training import Run, train_baseline
 
 

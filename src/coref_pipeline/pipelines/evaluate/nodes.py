@@ -7,10 +7,6 @@ from typing import Any
 
 import pandas as pd
 
-from coref_pipeline.conll import ConllFile
-from coref_pipeline.corpus import SegmentedCorpus
-from coref_pipeline.cross_corpus import TestSetScores, score_named_models
-from coref_pipeline.cross_corpus import score_test_sets as score_on_test_sets
 from coref_pipeline.evaluation.predictions import gold_key
 from coref_pipeline.evaluation.report import EvaluateSettings, evaluate_predictions
 from coref_pipeline.evaluation.test_sets import (
@@ -23,9 +19,13 @@ from coref_pipeline.evaluation.test_sets import (
     winobias_markdown,
     winobias_summary,
 )
-from coref_pipeline.inference import CorefModel
-from coref_pipeline.model_card import ModelCardSettings, model_card
-from coref_pipeline.segment_study import dev_f1_at_segment_lengths
+from coref_pipeline.formats.conll import ConllFile
+from coref_pipeline.formats.corpus import SegmentedCorpus
+from coref_pipeline.serving.coref_model import CorefModel
+from coref_pipeline.sharing.model_card import ModelCardSettings, model_card
+from coref_pipeline.studies.cross_corpus import TestSetScores, score_named_models
+from coref_pipeline.studies.cross_corpus import score_test_sets as score_on_test_sets
+from coref_pipeline.studies.segment_study import dev_f1_at_segment_lengths
 
 
 def predict_test(model: CorefModel, segmented: Mapping[str, Any], segmentation: dict[str, Any]) -> list:

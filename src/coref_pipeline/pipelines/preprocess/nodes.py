@@ -6,8 +6,8 @@ from typing import Any
 
 import pandas as pd
 
-from coref_pipeline.conll import ConllFile
-from coref_pipeline.corpus import PreprocessSettings, preprocess_corpus
+from coref_pipeline.formats.conll import ConllFile
+from coref_pipeline.formats.corpus import PreprocessSettings, preprocess_corpus
 
 
 def preprocess(conll_file: ConllFile, params: dict[str, Any]) -> pd.DataFrame:

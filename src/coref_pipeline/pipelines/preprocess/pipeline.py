@@ -2,7 +2,7 @@
 
 from kedro.pipeline import Node, Pipeline
 
-from coref_pipeline.corpus import SPLITS
+from coref_pipeline.formats.corpus import SPLITS
 
 from .nodes import preprocess
 

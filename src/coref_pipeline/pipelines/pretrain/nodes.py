@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from coref_pipeline.corpus import SegmentedCorpus
-from coref_pipeline.model_card import ModelCardSettings
+from coref_pipeline.formats.corpus import SegmentedCorpus
 from coref_pipeline.pretraining.run import PretrainParameters, pretrain_encoder, text_documents
+from coref_pipeline.sharing.model_card import ModelCardSettings
 from coref_pipeline.training import Run
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from coref_pipeline.corpus import SegmentSettings, segment_for_model
+from coref_pipeline.formats.corpus import SegmentSettings, segment_for_model
 from coref_pipeline.models.config import CorefTrainParameters
 from coref_pipeline.models.directory import segments_read_by
 

@@ -1,0 +1,1 @@
+"""Where and as which process the code runs: the device, the host's memory, the rank of a launch."""

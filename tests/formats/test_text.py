@@ -1,0 +1,90 @@
+"""Raw text -> sentences and words: offsets into the original string, layout rules, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from coref_pipeline.formats import text as text_module
+from coref_pipeline.formats.text import join_words, split_text
+
+MESSY = (
+    "  Dr. Ada Lovelace met\tCharles Babbage in 1833 — she was “seventeen”.\n"
+    "He   showed her his engine; she didn’t   forget it…\r\n\r\n"
+    "«Bonjour», said Zoë (née Müller)!  Was it 5 p.m.?\n\n\n   "
+)
+
+
+def check_offsets(split) -> None:
+    assert len(split.words) == len(split.word_spans)
+    previous_end = 0
+    for word, (start, end) in zip(split.words, split.word_spans, strict=True):
+        assert split.text[start:end] == word
+        assert word and not any(ch.isspace() for ch in word)
+        assert start >= previous_end  # in order, no overlap
+        previous_end = end
+
+
+def test_offsets_point_into_the_original_string():
+    split = split_text(MESSY)
+    check_offsets(split)
+    assert split.text is MESSY
+    # Every non-space character belongs to a word: nothing is dropped.
+    covered = set()
+    for start, end in split.word_spans:
+        covered.update(range(start, end))
+    assert {i for i, ch in enumerate(MESSY) if not ch.isspace()} == covered
+    assert split.words[:4] == ("Dr.", "Ada", "Lovelace", "met")
+    assert split.words[8:15] == ("—", "she", "was", "“", "seventeen", "”", ".")
+    assert split.words[26:30] == ("«", "Bonjour", "»", ",")
+    # Penn Treebank contractions, with the curly apostrophe kept as written.
+    assert ("did", "n’t") == split.words[split.words.index("n’t") - 1 : split.words.index("n’t") + 1]
+
+
+def test_sentences_paragraphs_and_hard_wrapped_lines():
+    split = split_text(MESSY)
+    sentences = split.sentences
+    # A single line break is a space: the first sentence runs over it; a blank line ends a sentence.
+    assert sentences[0][-1] == "."
+    assert sentences[0][:2] == ["Dr.", "Ada"] and "He" in sentences[1]
+    assert sentences[1][-1] == "it…"  # NLTK keeps the Unicode ellipsis on its word
+    assert sentences[2][0] == "«"
+    assert sentences[-1] == ["Was", "it", "5", "p.m.", "?"]
+    assert sum(len(sentence) for sentence in sentences) == len(split.words)
+    assert split.sentence_ids == [i for i, sentence in enumerate(sentences) for _ in sentence]
+    wrapped = split_text("The cat sat\non the mat. It slept.")
+    assert wrapped.sentences == [["The", "cat", "sat", "on", "the", "mat", "."], ["It", "slept", "."]]
+    no_stop = split_text("First paragraph without a stop\n\nSecond one")
+    assert no_stop.sentences == [["First", "paragraph", "without", "a", "stop"], ["Second", "one"]]
+
+
+@pytest.mark.parametrize("blank", ["", " ", "\n\n", " \t\r\n \u00a0 "])
+def test_empty_and_whitespace_only_text(blank):
+    split = split_text(blank)
+    assert split.words == () and split.sentences == [] and split.word_spans == ()
+
+
+def test_long_paragraphs_are_split_in_windows_with_the_same_result(monkeypatch):
+    body = " ".join(f"Sentence number {i} is here, said Mr. Smith." for i in range(60))
+    whole = split_text(body)
+    monkeypatch.setattr(text_module, "SENTENCE_WINDOW_CHARS", 150)
+    windowed = split_text(body)
+    assert windowed == whole
+    assert len(whole.sentences) == 60
+    # A single sentence longer than the window widens it instead of cutting.
+    long_sentence = " ".join(["word"] * 200) + "."
+    assert split_text(long_sentence).sentences == [["word"] * 200 + ["."]]
+
+
+def test_pre_split_words_are_joined_with_offsets():
+    split = join_words([["Ada", "met", "him", "."], [], ["She", "smiled"]])
+    assert split.text == "Ada met him .\nShe smiled"
+    check_offsets(split)
+    assert split.sentences == [["Ada", "met", "him", "."], ["She", "smiled"]]
+
+
+@pytest.mark.parametrize("bad", ["", "two words", 3])
+def test_a_bad_word_names_its_position(bad):
+    with pytest.raises(ValueError, match=r"doc: sentence 1, word 2 is"):
+        join_words([["a"], ["b", "c", bad]], "doc")
+    with pytest.raises(TypeError, match="sentence 0 is a str"):
+        join_words(["not a list"])

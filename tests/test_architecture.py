@@ -105,3 +105,89 @@ def test_each_shared_constant_is_defined_once():
         text = path.read_text(encoding="utf-8")
         assert '"[SPL]"' not in text or path.name == "segmentation.py", path
         assert "os.replace(" not in text or path.name == "files.py", path  # one atomic writer
+
+
+# The layers of docs/architecture.md's picture, bottom up: each folder or root module of the package, by layer.
+LAYERS = {
+    0: {"errors", "files", "config_base", "pretrained", "runtime"},
+    1: {"formats"},
+    2: {"evaluation"},
+    3: {"models", "original"},
+    4: {"serving", "sharing"},
+    5: {"studies"},
+    6: {"training", "pretraining"},
+    7: {"pipelines", "cli", "datasets", "hooks", "settings", "pipeline_registry", "__main__", "__init__"},
+}
+LAYER_OF = {unit: layer for layer, units in LAYERS.items() for unit in units}
+
+
+def _unit(path) -> str:
+    """The folder or root module of the package that ``path`` is part of."""
+    relative = path.relative_to(SOURCE)
+    return relative.parts[0] if len(relative.parts) > 1 else relative.stem
+
+
+def _unit_imports() -> dict[str, set[str]]:
+    """Folder or root module -> the others its modules import (``coref_pipeline.X...`` or ``from coref_pipeline import X``)."""
+    graph: dict[str, set[str]] = {}
+    for path in _python_files(SOURCE):
+        unit = _unit(path)
+        graph.setdefault(unit, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            for name in names:
+                parts = name.split(".")
+                if parts[0] == "coref_pipeline" and len(parts) > 1 and parts[1] in LAYER_OF and parts[1] != unit:
+                    graph[unit].add(parts[1])
+    return graph
+
+
+def test_every_folder_and_root_module_has_a_layer_and_the_picture_names_it():
+    units = {_unit(path) for path in _python_files(SOURCE)}
+    assert units == set(LAYER_OF), (units - set(LAYER_OF), set(LAYER_OF) - units)
+    picture = (PROJECT_ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split("```", 2)[1]
+    for unit in units - {"__init__"}:
+        shown = f"{unit}/" if (SOURCE / unit).is_dir() else f"{unit}.py"
+        assert shown in picture, f"docs/architecture.md's picture does not show {shown}"
+    for layer, members in LAYERS.items():  # the picture's floors are the layers, bottom up
+        floor = next(line for line in picture.splitlines() if line.startswith(f" {layer}  "))
+        assert all((f"{m}/" if (SOURCE / m).is_dir() else f"{m}.py") in floor for m in members - {"__init__"}), floor
+
+
+def test_no_import_runs_back_up_a_layer_and_there_is_no_circle():
+    graph = _unit_imports()
+    upward = [
+        (unit, target) for unit, targets in graph.items() for target in targets if LAYER_OF[target] > LAYER_OF[unit]
+    ]
+    assert upward == [], f"imports that run back up a layer: {upward}"
+    # Within a layer, one way only: the graph of folders and root modules has no circle.
+    state: dict[str, str] = {}
+
+    def visit(unit: str, path: list[str]) -> None:
+        state[unit] = "open"
+        for target in sorted(graph.get(unit, ())):
+            assert state.get(target) != "open", f"a circle of imports: {' -> '.join([*path, unit, target])}"
+            if target not in state:
+                visit(target, [*path, unit])
+        state[unit] = "done"
+
+    for unit in sorted(graph):
+        if unit not in state:
+            visit(unit, [])
+
+
+def test_each_subpackage_says_its_idea_in_a_sentence():
+    for folder in sorted(path for path in SOURCE.iterdir() if (path / "__init__.py").is_file()):
+        docstring = ast.get_docstring(ast.parse((folder / "__init__.py").read_text(encoding="utf-8")))
+        assert docstring and docstring.split("\n\n")[0].strip().endswith("."), (
+            f"{folder.name}/__init__.py has no docstring saying its idea"
+        )
+
+
+def test_the_package_root_holds_at_most_ten_modules():
+    modules = sorted(path.name for path in SOURCE.glob("*.py"))
+    assert len(modules) <= 10, modules

@@ -21,6 +21,8 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
+import sys
 import textwrap
 import traceback
 from dataclasses import dataclass
@@ -401,12 +403,69 @@ def test_every_page_is_in_the_sites_nav_and_every_nav_entry_exists():
 # ------------------------------------------------------------------ what the pages say
 
 
-def test_every_benchmark_program_has_its_section_on_the_benchmarks_page():
+BENCHMARK_SUBJECTS = {
+    "training": "Training",
+    "prediction": "Prediction",
+    "memory": "Memory",
+    "preprocessing": "Preprocessing and scoring",
+    "serving": "Serving",
+    "gpu": "GPU",
+}
+
+
+def benchmark_programs() -> list[Path]:
+    return sorted(path for path in (PROJECT_ROOT / "benchmarks").glob("*/*.py") if path.name != "__init__.py")
+
+
+def test_every_benchmark_program_has_its_section_under_its_subject_on_the_benchmarks_page():
+    """``benchmarks/<subject>/<program>.py`` is described in the page's section of that subject, and nothing else
+    lies in ``benchmarks/`` but the subjects and what they share."""
     benchmarks = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
-    programs = sorted((PROJECT_ROOT / "benchmarks").glob("*.py"))
+    chapters = dict(re.findall(r"(?ms)^## ([^\n]+)\n(.*?)(?=^## |\Z)", benchmarks))
+    programs = benchmark_programs()
     assert programs
     for program in programs:
-        assert f"Program: `benchmarks/{program.name}`" in benchmarks, f"docs/benchmarks.md has no section for {program}"
+        subject = program.parent.name
+        assert subject in BENCHMARK_SUBJECTS, f"{program}: not in a subject folder {sorted(BENCHMARK_SUBJECTS)}"
+        name = program.relative_to(PROJECT_ROOT).as_posix()
+        assert f"Program: `{name}" in chapters[BENCHMARK_SUBJECTS[subject]], f"no section for {name} under its subject"
+    loose = {path.name for path in (PROJECT_ROOT / "benchmarks").glob("*.py")}
+    assert loose == {"__init__.py", "common.py"}, loose
+
+
+def page_commands(text: str) -> list[list[str]]:
+    """The ``python benchmarks/...`` commands of a page's code blocks, continuation lines joined, as words."""
+    import shlex
+
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = line.split(" #", 1)[0].strip().rstrip("&;").replace("; wait", "")
+            words = shlex.split(line) if "python benchmarks/" in line else []
+            words = [word for word in words if "=" not in word or word.startswith("-")]  # VARIABLE=... before it
+            if words:
+                commands.append(words[words.index("python") + 1 :])
+    return commands
+
+
+@pytest.mark.slow
+def test_every_command_on_the_benchmarks_page_names_a_program_and_options_it_takes():
+    """Each ``python benchmarks/...`` command on the page runs a program that exists and accepts every option the
+    command gives (its ``--help``), so a renamed program or option is caught here, not by a reader."""
+    commands = page_commands((DOCS / "benchmarks.md").read_text(encoding="utf-8"))
+    assert len(commands) > 20
+    helps: dict[str, str] = {}
+    for words in commands:
+        program = words[0]
+        assert (PROJECT_ROOT / program).is_file(), f"the benchmarks page runs {program}, which does not exist"
+        if program not in helps:
+            done = subprocess.run(
+                [sys.executable, program, "--help"], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300
+            )
+            assert done.returncode == 0, f"{program} --help: {done.stderr[-2000:]}"
+            helps[program] = done.stdout
+        for option in (word.split("=", 1)[0] for word in words[1:] if word.startswith("--")):
+            assert re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", helps[program]), f"{program} takes no {option}"
 
 
 def test_the_readme_is_short():

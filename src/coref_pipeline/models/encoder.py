@@ -90,7 +90,7 @@ def attention_without_cudnn():
 
     The batches are cut to their longest segment, so their widths vary from document to document, and cuDNN's
     attention builds an execution plan for every new shape: on an H100, ``spanbert_base`` trained in bf16 at
-    5.69 documents/s with it and 9.65 without it (``benchmarks/gpu.py``).
+    5.69 documents/s with it and 9.65 without it (``benchmarks/gpu/gpu.py``).
     """
     from torch.nn.attention import SDPBackend, sdpa_kernel
 

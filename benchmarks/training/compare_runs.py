@@ -1,8 +1,8 @@
-"""Dev learning curves of several `benchmarks/baseline.py` runs in one picture, by step and by minutes of steps.
+"""Dev learning curves of several `benchmarks/training/baseline.py` runs in one picture, by step and by minutes of steps.
 
-Run: python benchmarks/compare_runs.py --out PNG LABEL=WORK_DIR [LABEL=WORK_DIR ...]
+Run: python benchmarks/training/compare_runs.py --out PNG LABEL=WORK_DIR [LABEL=WORK_DIR ...]
 
-Each WORK_DIR is a ``--work-dir`` of ``benchmarks/baseline.py``: its DVCLive dev curve
+Each WORK_DIR is a ``--work-dir`` of ``benchmarks/training/baseline.py``: its DVCLive dev curve
 (``run/dvclive/plots/metrics/dev/conll_f1.tsv``) and its last checkpoint's training seconds and steps
 (the minutes axis puts step s at s times the run's mean seconds a step). Runs of one LABEL prefix before
 a comma (``full head, seed 13``) share a colour, the first solid.
@@ -10,16 +10,20 @@ a comma (``full head, seed 13``) share a colour, the first solid.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
+
 import argparse
 import json
-from pathlib import Path
 
 
 def curve(work_dir: Path) -> tuple[list[int], list[float], float]:
     """Steps and dev CoNLL F1 of a run, and its mean seconds a step."""
     tsv = work_dir / "run" / "dvclive" / "plots" / "metrics" / "dev" / "conll_f1.tsv"
     if not tsv.is_file():
-        raise SystemExit(f"{tsv}: no dev curve (is {work_dir} a benchmarks/baseline.py --work-dir?)")
+        raise SystemExit(f"{tsv}: no dev curve (is {work_dir} a benchmarks/training/baseline.py --work-dir?)")
     rows = [line.split("\t") for line in tsv.read_text().splitlines()[1:]]
     checkpoint = sorted((work_dir / "run" / "checkpoints").glob("step-*"))[-1]
     state = json.loads((checkpoint / "state.json").read_text())["train_state"]

@@ -1,6 +1,6 @@
 """`coref-pipeline predict` as a user runs it: the whole command, a fresh process each, on LitBank test, both models.
 
-Run: python benchmarks/predict_command.py --baseline-dir DIR --incremental-dir DIR [--rounds 3] [--work-dir DIR]
+Run: python benchmarks/prediction/predict_command.py --baseline-dir DIR --incremental-dir DIR [--rounds 3] [--work-dir DIR]
 
 1. Writes LitBank test (../shared/corpora/litbank/test.conll) as Joshi-format jsonlines with
    ``coref-pipeline minimize``, segmented with the baseline's own tokenizer at its segment length
@@ -16,44 +16,18 @@ Figures go to stdout and to ``data/benchmarks/predict_command/results.json``.
 
 from __future__ import annotations
 
-import argparse
-import json
-import platform
-import statistics
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-LITBANK = ROOT.parent / "shared" / "corpora" / "litbank"
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
+
+import argparse
+import json
+import statistics
+
+from benchmarks.common import LITBANK, ROOT, coref_pipeline, host, test_f1
+
 WORK = ROOT / "data" / "benchmarks" / "predict_command"
-
-
-def host() -> str:
-    """The CPU model (``lscpu``), the figure every timing is read with."""
-    try:
-        lines = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines()
-        return next(line.split(":", 1)[1].strip() for line in lines if line.startswith("Model name"))
-    except (OSError, subprocess.CalledProcessError, StopIteration):
-        return platform.processor() or "unknown"
-
-
-def coref_pipeline(*args: str) -> float:
-    """Seconds the command took, as a new process."""
-    started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "coref_pipeline", *args], capture_output=True, text=True)
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
-        sys.exit(f"coref-pipeline {args[0]} failed (exit {done.returncode}): {last}")
-    return time.perf_counter() - started
-
-
-def test_f1(output: Path) -> float:
-    from coref_pipeline.evaluation.predictions import score_predictions
-    from coref_pipeline.files import read_jsonlines
-
-    return 100 * score_predictions(read_jsonlines(output), remove_singletons=True).conll_f1
 
 
 def main() -> None:

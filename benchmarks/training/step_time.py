@@ -1,6 +1,6 @@
 """Seconds per training step of head settings beside the default recipe's, in alternating rounds.
 
-Run: python benchmarks/step_time.py [--precision 32] [--rounds 4] [--round-steps 15]
+Run: python benchmarks/training/step_time.py [--precision 32] [--rounds 4] [--round-steps 15]
      [--setting "25 antecedents: max_top_antecedents=25" ...]
 
 Each setting is the ``cpu_minilm`` preset with its ``key=value`` overrides (the first, ``defaults``, has
@@ -15,21 +15,24 @@ step and its steps per minute relative to the defaults (the ratio measured side 
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
+
 import argparse
 import json
 import logging
 import statistics
 import time
-from pathlib import Path
 
 import torch
-from baseline import LITBANK, cpu_minilm_settings, parse_overrides, segmented_litbank, trainable_baseline
 
+from benchmarks.common import LITBANK, ROOT, cpu_minilm_settings, parse_overrides, segmented_litbank, trainable_baseline
 from coref_pipeline.models.document import random_crop
 from coref_pipeline.runtime.devices import resolve_precision
 from coref_pipeline.training.loop import training_step
 
-ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "data" / "benchmarks" / "step_time.json"
 # What may buy steps at little cost a step beside the head fp32 takes (docs/benchmarks.md, "The head on an fp32
 # CPU"): the full head for reference, then the coarse-to-fine pruning ratio, a narrower FFNN (the mention

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python benchmarks/score.py [--seed 13] [--repeats 3] [--reference-scorer /tmp/refscorer/scorer.pl]
+    python benchmarks/preprocessing/score.py [--seed 13] [--repeats 3] [--reference-scorer /tmp/refscorer/scorer.pl]
         [--keep-response PATH] [--small-documents 400]
 
 The key is ``../shared/corpora/litbank/train.conll`` (beside the repository).
@@ -25,6 +25,11 @@ run once per metric and its counts are compared with ours.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
+
 import argparse
 import logging
 import random
@@ -32,18 +37,16 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 
+from benchmarks.common import ROOT
 from coref_pipeline.evaluation import METRIC_NAMES, CorpusScores, read_clusters, score_documents, score_files
 from coref_pipeline.files import atomic_write_text
 from coref_pipeline.formats.conll import format_conll_document, read_conll, write_conll_response
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_KEY = REPO_ROOT.parent / "shared" / "corpora" / "litbank" / "train.conll"
+DEFAULT_KEY = ROOT.parent / "shared" / "corpora" / "litbank" / "train.conll"
 CONLL_METRICS = ("muc", "bcub", "ceafe")
 PERL_METRICS = ("muc", "bcub", "ceafe", "ceafm", "blanc")
 

@@ -8,22 +8,24 @@ the server's median over the in-process median, and the host's ``lscpu`` model. 
 number of threads (``--threads``, also given to the server), so the difference is the server's
 own: HTTP, JSON and the queue.
 
-    python benchmarks/serve.py --model data/06_models/baseline --requests 30 --rounds 3
+    python benchmarks/serving/serve.py --model data/06_models/baseline --requests 30 --rounds 3
 """
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
+
 import argparse
 import json
 import os
-import socket
-import statistics
 import subprocess
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import ROOT, free_port, host, latency_summary
+
 # About 200 words of plain English with people, objects and pronouns to resolve.
 TEXT = (
     "Ada Lovelace met Charles Babbage at a party in London in 1833. He showed her a small part of his "
@@ -38,31 +40,6 @@ TEXT = (
     "that he relied on her judgment, and that she pressed him to publish his work. She died young, at "
     "thirty-six, and the engine was never built in their lifetime."
 )
-
-
-def lscpu_model() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-    return next(
-        (line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "unknown"
-    )
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def summary(seconds: list[float]) -> dict[str, float]:
-    ordered = sorted(seconds)
-    return {
-        "requests_per_s": len(ordered) / sum(ordered),
-        "median_s": statistics.median(ordered),
-        "p95_s": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))],
-    }
 
 
 def main() -> None:
@@ -117,13 +94,13 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=30)
     results = {
-        "host": lscpu_model(),
+        "host": host(),
         "model": args.model,
         "words": words,
         "threads": args.threads,
         "precision": args.precision,
-        "served": summary(served),
-        "in_process": summary(in_process),
+        "served": latency_summary(served),
+        "in_process": latency_summary(in_process),
     }
     results["served_over_in_process"] = results["served"]["median_s"] / results["in_process"]["median_s"]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """What SpanBERT's pretraining on LitBank's own text gives the baseline: the paper's ablation rows, two seeds each.
 
-Run: python benchmarks/pretrain.py [--rows as_is,span_sbo,span,subword] [--seeds 13,14]
+Run: python benchmarks/training/pretrain.py [--rows as_is,span_sbo,span,subword] [--seeds 13,14]
      [--pretrain-minutes 8] [--finetune-minutes 8] [--work-dir DIR] [--report]
 
 Rows (the ``pretrain`` pipeline's ``spanbert`` preset, its ``masking`` and ``sbo`` changed):
@@ -24,18 +24,19 @@ every result there (the mean of the seeds a row) without training.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
+
 import argparse
 import json
 import logging
 import statistics
-import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
-from baseline import LITBANK, ROOT, cpu_minilm_settings, segmented_litbank  # benchmarks/baseline.py
-from predict_command import host  # benchmarks/predict_command.py
-
+from benchmarks.common import LITBANK, ROOT, cpu_minilm_settings, host, segmented_litbank
 from coref_pipeline.evaluation.predictions import score_predictions
 from coref_pipeline.pretraining.run import pretrain_settings
 from coref_pipeline.serving.coref_model import CorefModel

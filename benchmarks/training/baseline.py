@@ -1,6 +1,6 @@
 """The baseline on the shared LitBank split with the packaged MiniLM: accuracy, speed, memory.
 
-Run: python benchmarks/baseline.py [--minutes 60] [--throughput-steps 30] [--skip-training] [--work-dir DIR]
+Run: python benchmarks/training/baseline.py [--minutes 60] [--throughput-steps 30] [--skip-training] [--work-dir DIR]
 
 1. Segments LitBank fold 0 (../shared/corpora/litbank) at max_segment_len 384.
 2. Trains the ``cpu_minilm`` preset (plus ``--set key=value`` overrides) on train,
@@ -22,198 +22,34 @@ Figures go to stdout and to ``data/benchmarks/baseline_litbank/results.json``.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
+
 import argparse
 import json
 import logging
-import re
-import resource
-import sys
 import time
-from collections.abc import Callable
-from dataclasses import replace
-from pathlib import Path
 
 import torch
-import yaml
 
-from coref_pipeline.config_base import ConfigError
+from benchmarks.common import (
+    LITBANK,
+    ROOT,
+    cpu_minilm_settings,
+    inference_ratio,
+    parse_overrides,
+    peak_memory_mb,
+    segmented_litbank,
+    throughput,
+)
 from coref_pipeline.evaluation.predictions import score_predictions
-from coref_pipeline.formats.conll import ConllFile
-from coref_pipeline.formats.corpus import SegmentedCorpus, preprocess_corpus, segment_corpus
-from coref_pipeline.models.config import BaselineConfig, TrainingConfig, baseline_settings, resolve_preset
-from coref_pipeline.models.document import random_crop
 from coref_pipeline.runtime.devices import resolve_precision
 from coref_pipeline.serving.coref_model import CorefModel
-from coref_pipeline.training import Run, build_baseline, seed_everything, train_baseline
-from coref_pipeline.training.engine import Engine
-from coref_pipeline.training.loop import (
-    configure_encoder_for_training,
-    decide_for_corpus,
-    decide_for_run,
-    training_step,
-)
-from coref_pipeline.training.optim import Optimisers, build_optimisers
+from coref_pipeline.training import Run, train_baseline
 
-ROOT = Path(__file__).resolve().parents[1]
-LITBANK = ROOT.parent / "shared" / "corpora" / "litbank"
 WORK = ROOT / "data" / "benchmarks" / "baseline_litbank"
-
-
-def segmented_litbank(tokenizer_name: str, length: int, singletons: bool = True) -> SegmentedCorpus:
-    """LitBank fold 0 through the preprocess and segment entry points; with ``singletons`` False, its one-mention
-    clusters removed from every split (a stand-in for a corpus that does not annotate singletons, as OntoNotes)."""
-    frames = {
-        split: preprocess_corpus(ConllFile.read(LITBANK / f"{split}.conll")) for split in ("train", "dev", "test")
-    }
-    if not singletons:
-        for frame in frames.values():
-            frame["clusters"] = [
-                [cluster for cluster in clusters if len(cluster) > 1] for clusters in frame["clusters"]
-            ]
-    return SegmentedCorpus(*segment_corpus(frames, tokenizer_name, [length]))
-
-
-NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
-
-
-def parse_value(text: str) -> object:
-    """A ``--set`` value as YAML reads it, except that ``5e-5`` is a number (YAML 1.1 wants ``5.0e-5``)."""
-    value = yaml.safe_load(text)
-    if isinstance(value, str) and NUMBER.fullmatch(value.strip()):
-        return float(value)
-    return value
-
-
-def parse_overrides(pairs: list[str]) -> dict[str, object]:
-    return {key: parse_value(value) for key, value in (pair.split("=", 1) for pair in pairs)}
-
-
-def peak_memory_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def inference_ratio(trained: CorefModel, documents: list[dict]) -> dict[str, float]:
-    """Seconds of full prediction vs the encoder alone on the same documents, in the model's
-    inference precision (best of 3 each, alternating); with the test CoNLL F1 of that precision's predictions."""
-    tensors = [trained.tensorize(document) for document in documents]
-    trained.model.eval()
-
-    def encoder_only() -> None:
-        with torch.no_grad(), trained.inference_autocast():
-            for document in tensors:
-                trained.model.encoder(document.input_ids, document.attention_mask)
-
-    def full() -> None:
-        for document in tensors:
-            trained.predict_tensors(document)
-
-    # The two alternate, three rounds, best of each: a slower spell of the machine falls on both.
-    timings = {"encoder_seconds": float("inf"), "predict_seconds": float("inf")}
-    for _ in range(3):
-        for name, run in (("encoder_seconds", encoder_only), ("predict_seconds", full)):
-            started = time.perf_counter()
-            run()
-            timings[name] = min(timings[name], time.perf_counter() - started)
-    timings["ratio"] = timings["predict_seconds"] / timings["encoder_seconds"]
-    predictions = trained.predict_documents(documents, progress=False)
-    timings["test_conll_f1"] = 100 * score_predictions(predictions, remove_singletons=True).conll_f1
-    return timings
-
-
-def preset_settings(preset: str, overrides: dict[str, object]) -> tuple[BaselineConfig, TrainingConfig]:
-    """The committed ``preset`` (conf/base/parameters_coref_train.yml) with ``overrides``: model and training settings."""
-    presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
-    return baseline_settings(presets, preset, overrides)
-
-
-def incremental_preset(name: str | None) -> tuple[str, dict[str, object]]:
-    """The committed ``incremental_train`` preset ``name`` (None: the one the parameter file names) and its
-    resolved keys; an unknown name ends the program in one line naming the presets."""
-    params = yaml.safe_load((ROOT / "conf/base/parameters_incremental_train.yml").read_text())["incremental_train"]
-    name = name or params["preset"]
-    try:
-        return name, resolve_preset(params["presets"], name, "incremental_train preset")
-    except ConfigError as error:
-        sys.exit(str(error))
-
-
-def cpu_minilm_settings(overrides: dict[str, object]) -> tuple[BaselineConfig, TrainingConfig]:
-    """The committed ``cpu_minilm`` preset with ``overrides``: model and training settings."""
-    return preset_settings("cpu_minilm", overrides)
-
-
-def trainable_baseline(
-    corpus: SegmentedCorpus, model_config: BaselineConfig, training: TrainingConfig, device: str = "cpu"
-) -> tuple[CorefModel, Optimisers, Engine, TrainingConfig]:
-    """The baseline as a run on ``device`` builds it from the pretrained encoder (the ``auto`` settings decided by the
-    corpus and the precision, the encoder's training attention, the model on the engine's device, the optimisers),
-    ready for ``training_step``: the model, its optimisers, the engine and the decided training settings."""
-    seed_everything(training.seed)
-    training = replace(training, device=device)
-    model_config = decide_for_corpus(model_config, corpus)  # mention_loss_coef: auto, as a run decides it
-    model_config, training = decide_for_run(model_config, training)  # precision and the head: auto
-    trained = build_baseline(model_config)
-    configure_encoder_for_training(trained.model.encoder, training)
-    engine = Engine(training)
-    trained.to(engine.device)
-    engine.setup(trained.model)
-    task = [p for module in trained.model.task_modules() for p in module.parameters()]
-    optimisers = build_optimisers(trained.model.encoder, task, training, 10_000)
-    trained.model.train()
-    return trained, optimisers, engine, training
-
-
-def timed_training_steps(
-    corpus: SegmentedCorpus,
-    model_config: BaselineConfig,
-    training: TrainingConfig,
-    steps: int,
-    after_step: Callable[[int, CorefModel], None] | None = None,
-    device: str = "cpu",
-) -> list[float]:
-    """Seconds of each of ``steps`` training steps (the one training step, on cropped train documents)
-    from the pretrained encoder, on ``device``; ``after_step(step, model)`` runs after each, untimed."""
-    trained, optimisers, engine, training = trainable_baseline(corpus, model_config, training, device)
-    model = trained.model
-    documents = corpus.documents("train", model.config.max_segment_len)[:steps]
-    tensors = [trained.tensorize(document) for document in documents]
-    generator = torch.Generator().manual_seed(0)
-    timings = []
-    for step, document in enumerate(tensors, start=1):
-        started = time.perf_counter()
-        crop = random_crop(document, model.config.max_training_sentences, generator)
-        training_step(model.training_losses, crop, optimisers, training.gradient_clip, engine)
-        if engine.device.type == "cuda":
-            torch.cuda.synchronize(engine.device)  # the step's kernels finished, not only queued
-        timings.append(time.perf_counter() - started)
-        if after_step is not None:
-            after_step(step, trained)
-    return timings
-
-
-# The peer configuration (coref-hoi's and the original's CPU-comparable setting): segments of 384, crops of 3,
-# ffnn 1000, coref_depth 1, 50 antecedents, learning rates 2e-5 / 2e-4, every span, no mention loss.
-PEER_CONFIGURATION = {
-    "ffnn_size": 1000,
-    "max_top_antecedents": 50,
-    "word_boundary_spans": False,
-    "coref_depth": 1,
-    "bert_learning_rate": 2.0e-5,
-    "mention_loss_coef": 0.0,
-    "mention_loss_spans": "candidates",
-}
-
-
-def throughput(corpus: SegmentedCorpus, steps: int, precision: str) -> dict[str, float]:
-    """Training documents/s at the peer configuration in ``precision`` (``auto``: as the run decides it): the one
-    training step, the first three steps left out (they warm up)."""
-    model_config, training = cpu_minilm_settings({**PEER_CONFIGURATION, "precision": precision})
-    measured = timed_training_steps(corpus, model_config, training, steps + 3)[3:]
-    return {
-        "steps": len(measured),
-        "seconds_per_document": sum(measured) / len(measured),
-        "precision": resolve_precision(precision, torch.device("cpu")),
-    }
 
 
 def plot_learning_curve(dvclive: Path, out: Path) -> None:

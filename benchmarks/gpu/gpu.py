@@ -1,6 +1,6 @@
 """The published base preset on a GPU: training steps of ``spanbert_base`` in fp32 and bf16-mixed, a run, ``predict``.
 
-Run: python benchmarks/gpu.py [--steps 30] [--encoder-files DIR] [--work-dir DIR] [--device cuda]
+Run: python benchmarks/gpu/gpu.py [--steps 30] [--encoder-files DIR] [--work-dir DIR] [--device cuda]
 
 Made to be run once on a machine with a GPU and no network, in a few minutes:
 
@@ -33,6 +33,11 @@ Figures go to stdout and to ``WORK_DIR/results.json``.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
+
 import argparse
 import contextlib
 import gc
@@ -40,22 +45,22 @@ import json
 import logging
 import shutil
 import statistics
-import sys
 import time
-from pathlib import Path
 
 import torch
-from baseline import (  # benchmarks/baseline.py: the same LitBank split, preset and step
+
+from benchmarks.common import (
     LITBANK,
     PEER_CONFIGURATION,
     ROOT,
+    coref_pipeline,
+    host,
     incremental_preset,
     preset_settings,
     segmented_litbank,
+    test_f1,
     timed_training_steps,
 )
-from predict_command import coref_pipeline, host, test_f1  # benchmarks/predict_command.py
-
 from coref_pipeline.formats.corpus import SegmentedCorpus
 from coref_pipeline.models import encoder
 from coref_pipeline.pretraining.run import pretrain_encoder, pretrain_settings

@@ -1,6 +1,6 @@
 """Precision and processes on this machine: fp32 vs bf16-mixed, one process vs two (gloo).
 
-Run: python benchmarks/accelerators.py [--minutes 8] [--epochs 2] [--steps 20] [--part precision|processes|all]
+Run: python benchmarks/training/precision_and_processes.py [--minutes 8] [--epochs 2] [--steps 20] [--part precision|processes|all]
 
 1. Precision: the ``cpu_minilm`` preset on the shared LitBank fold 0 (train; dev for the
    score), once at ``precision: 32`` and once at ``bf16-mixed``, each for a training-time
@@ -17,20 +17,22 @@ Figures go to stdout and to ``data/benchmarks/accelerators/results.json``.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
+
 import argparse
 import json
 import logging
-import sys
 import time
-from pathlib import Path
 
-from baseline import (  # benchmarks/baseline.py: the same LitBank split
+from benchmarks.common import (
     LITBANK,
     ROOT,
     cpu_minilm_settings,
     segmented_litbank,
 )
-
 from coref_pipeline.formats.corpus import SegmentedCorpus
 from coref_pipeline.models.config import FULL_HEAD
 from coref_pipeline.training import Run, train_baseline

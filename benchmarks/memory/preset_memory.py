@@ -1,6 +1,6 @@
 """Peak memory of one training step of each preset, with and without gradient checkpointing.
 
-Run: python benchmarks/preset_memory.py [--presets cpu_minilm,spanbert_base,spanbert_large]
+Run: python benchmarks/memory/preset_memory.py [--presets cpu_minilm,spanbert_base,spanbert_large]
 
 Each preset's architecture is built with random weights (BERT-base: 12 layers of 768;
 BERT-large and SpanBERT-large: 24 layers of 1024; the packaged MiniLM as it is), so
@@ -14,15 +14,19 @@ its CUDA context; mixed precision lowers the activations' share.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
+
 import argparse
 import json
 import resource
 import subprocess
-import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.common import ROOT
+
 ARCHITECTURES = {  # hidden size, layers, heads, vocabulary (the cased BERT vocabulary SpanBERT shares)
     "bert-base-cased": (768, 12, 12, 28996),
     "SpanBERT/spanbert-base-cased": (768, 12, 12, 28996),
@@ -51,9 +55,9 @@ class RandomIds:
 def one_step(preset: str, checkpointing: bool) -> dict[str, float]:
     """One training step of ``preset`` in this process: the memory it added and its time."""
     import torch
-    from baseline import preset_settings  # benchmarks/baseline.py: the committed presets
     from transformers import BertConfig
 
+    from benchmarks.common import preset_settings
     from coref_pipeline.models.baseline import BaselineCorefModel
     from coref_pipeline.models.config import resolve_head, resolve_mention_loss
     from coref_pipeline.models.document import tensorize

@@ -1,16 +1,16 @@
 """The incremental model against its baseline on the shared LitBank split (MiniLM).
 
-Run: python benchmarks/incremental.py [--minutes 45] [--baseline-dir DIR] [--set key=value ...]
-     python benchmarks/incremental.py --init-only   (dev F1 of each score form right after initialisation)
-     python benchmarks/incremental.py --score-only DIR   (a trained incremental model against its baseline on
+Run: python benchmarks/training/incremental.py [--minutes 45] [--baseline-dir DIR] [--set key=value ...]
+     python benchmarks/training/incremental.py --init-only   (dev F1 of each score form right after initialisation)
+     python benchmarks/training/incremental.py --score-only DIR   (a trained incremental model against its baseline on
                                                           test, in a fresh process: F1 and inference time)
-     python benchmarks/incremental.py --throughput N [--processes P] [--set key=value ...]   (training
+     python benchmarks/training/incremental.py --throughput N [--processes P] [--set key=value ...]   (training
                                                           documents/s of both models on the same N train
                                                           documents, alternating, in P processes)
 
 1. Segments LitBank fold 0 (../shared/corpora/litbank) at the baseline's segment length.
 2. Initialises the incremental model from the baseline benchmark's best model
-   (``data/benchmarks/baseline_litbank/run/best``, written by benchmarks/baseline.py)
+   (``data/benchmarks/baseline_litbank/run/best``, written by benchmarks/training/baseline.py)
    and trains it with the ``incremental_train`` parameters (plus ``--set``
    overrides of model or training keys) within a training-time budget of
    ``--minutes``, evaluating on dev and keeping the best (singletons removed from
@@ -29,17 +29,21 @@ turn, each by its own recipe, in ``--processes`` training processes (``devices``
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
+
 import argparse
 import json
 import logging
 import resource
-import sys
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import torch
 
+from benchmarks.common import LITBANK, ROOT, incremental_preset, parse_overrides, segmented_litbank  # noqa: E402
 from coref_pipeline.evaluation.predictions import score_predictions, summary_metrics
 from coref_pipeline.models.config import INCREMENTAL_SCORES, IncrementalConfig, TrainingConfig
 from coref_pipeline.models.document import random_crop
@@ -54,9 +58,6 @@ from coref_pipeline.training import (
 )
 from coref_pipeline.training.engine import Engine, rank_seed, shard
 from coref_pipeline.training.loop import configure_encoder_for_training, decide_for_corpus, training_step
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baseline import LITBANK, ROOT, incremental_preset, parse_overrides, segmented_litbank  # noqa: E402
 
 WORK = ROOT / "data" / "benchmarks" / "incremental_litbank"
 BASELINE = ROOT / "data" / "benchmarks" / "baseline_litbank" / "run" / "best"
@@ -234,7 +235,7 @@ def main() -> None:
     if not LITBANK.is_dir():
         sys.exit(f"LitBank not found at {LITBANK} (../shared/corpora/litbank)")
     if not (args.baseline_dir / "coref_config.json").is_file():
-        sys.exit(f"no baseline model at {args.baseline_dir}: run benchmarks/baseline.py first")
+        sys.exit(f"no baseline model at {args.baseline_dir}: run benchmarks/training/baseline.py first")
 
     _, preset = incremental_preset(args.preset)
     overrides = {"seed": args.seed, **parse_overrides(args.set)} if args.seed is not None else parse_overrides(args.set)
@@ -259,7 +260,7 @@ def main() -> None:
         return
     if args.score_only:
         if not (args.score_only / "coref_config.json").is_file():
-            sys.exit(f"no model at {args.score_only}: give the run/best directory of a benchmarks/incremental.py run")
+            sys.exit(f"no model at {args.score_only}: give the run/best directory of a benchmarks/training/incremental.py run")
         if args.rounds < 1:
             sys.exit(f"--rounds must be at least 1, got {args.rounds}")
         score_only(args)

@@ -1,6 +1,6 @@
 """Throughput of preprocess + segment on the shared LitBank train split (169k words).
 
-Run: python benchmarks/preprocess.py [--repeats 3] [--compare-dir DIR]
+Run: python benchmarks/preprocessing/preprocess.py [--repeats 3] [--compare-dir DIR]
 
 Times the pipeline's own node functions end to end, file to file: read the
 CoNLL file, parse it (preprocess), write and read the word-level Parquet,
@@ -18,22 +18,25 @@ with ours (without the added ``tokens`` field).
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
+
 import argparse
 import json
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.common import ROOT
 from coref_pipeline.files import write_jsonlines
 from coref_pipeline.formats.conll import ConllFile
 from coref_pipeline.formats.corpus import preprocess_corpus
 from coref_pipeline.formats.segmentation import segment_words
 from coref_pipeline.pretrained import load_tokenizer
 
-ROOT = Path(__file__).resolve().parents[1]
 TRAIN = ROOT.parent / "shared" / "corpora" / "litbank" / "train.conll"
 LENGTHS = [128, 256, 384, 512]
 

@@ -1,11 +1,11 @@
 """Where the incremental model's time goes, per LitBank document, with and without batch_per_segment.
 
-Run: python benchmarks/incremental_speed.py [--documents 5] [--baseline-dir DIR] [--preset NAME]
+Run: python benchmarks/training/incremental_time.py [--documents 5] [--baseline-dir DIR] [--preset NAME]
        [--set key=value ...] [--batch-modes true,false] [--precisions 32,bf16-mixed]
 
 The model is the ``--preset``'s (default: the ``incremental_train`` preset the parameter file
 names), with ``--set`` model keys over it, initialised from the baseline benchmark's best model (as
-benchmarks/incremental.py does; speed does not depend on training). For the first ``--documents`` LitBank train
+benchmarks/training/incremental.py does; speed does not depend on training). For the first ``--documents`` LitBank train
 documents, segmented at the baseline's length, with the encoder's outputs computed once
 beforehand (a frozen encoder's outputs are cached in training):
 
@@ -20,23 +20,24 @@ ratios are measured within one run). Prints a table; writes
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
+
 import argparse
 import json
 import statistics
-import sys
 import time
 from contextlib import AbstractContextManager, nullcontext
-from pathlib import Path
 
 import torch
 
+from benchmarks.common import ROOT, incremental_preset, parse_overrides, parse_value, segmented_litbank  # noqa: E402
 from coref_pipeline.models.config import IncrementalConfig
 from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training import build_incremental, incremental_settings, seed_everything
 from coref_pipeline.training.loop import decide_for_corpus
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from baseline import ROOT, incremental_preset, parse_overrides, parse_value, segmented_litbank  # noqa: E402
 
 BASELINE = ROOT / "data" / "benchmarks" / "baseline_litbank" / "run" / "best"
 OUTPUT = ROOT / "data" / "benchmarks" / "incremental_speed.json"
@@ -94,7 +95,7 @@ def main() -> None:
     parser.add_argument("--precisions", default="32", help="comma-separated: 32, bf16-mixed")
     args = parser.parse_args()
     if not (args.baseline_dir / "coref_config.json").is_file():
-        sys.exit(f"no baseline model at {args.baseline_dir}: run benchmarks/baseline.py first")
+        sys.exit(f"no baseline model at {args.baseline_dir}: run benchmarks/training/baseline.py first")
     torch.set_grad_enabled(True)
     baseline = CorefModel.load(args.baseline_dir)
     preset_name, preset = incremental_preset(args.preset)

@@ -1,0 +1,260 @@
+"""What the benchmark programs share: the project's paths, LitBank, the committed presets, the one training step
+timed, the peer configuration (every timed figure's reference speed), the host's name, and small reporting helpers.
+
+Each program under ``benchmarks/<subject>/`` puts the project root on ``sys.path`` and imports this module, so that
+a figure is timed, and its host named, the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import re
+import resource
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+import yaml
+
+from coref_pipeline.config_base import ConfigError
+from coref_pipeline.evaluation.predictions import score_predictions
+from coref_pipeline.formats.conll import ConllFile
+from coref_pipeline.formats.corpus import SegmentedCorpus, preprocess_corpus, segment_corpus
+from coref_pipeline.models.config import BaselineConfig, TrainingConfig, baseline_settings, resolve_preset
+from coref_pipeline.models.document import random_crop
+from coref_pipeline.runtime.devices import resolve_precision
+from coref_pipeline.serving.coref_model import CorefModel
+from coref_pipeline.training import build_baseline, seed_everything
+from coref_pipeline.training.engine import Engine
+from coref_pipeline.training.loop import (
+    configure_encoder_for_training,
+    decide_for_corpus,
+    decide_for_run,
+    training_step,
+)
+from coref_pipeline.training.optim import Optimisers, build_optimisers
+
+ROOT = Path(__file__).resolve().parents[1]
+LITBANK = ROOT.parent / "shared" / "corpora" / "litbank"
+RESULTS = ROOT / "data" / "benchmarks"  # where the programs write their figures (not committed)
+REPORTING = ROOT / "data" / "08_reporting"
+
+
+def require_litbank() -> None:
+    """End the program in one line when the shared LitBank corpus is not beside the project."""
+    if not (LITBANK / "train.conll").is_file():
+        sys.exit(f"the shared LitBank corpus is not at {LITBANK} (../shared/corpora/litbank beside the project)")
+
+
+def host() -> str:
+    """The CPU model (``lscpu``'s "Model name"), the figure every timing is read with."""
+    try:
+        lines = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout.splitlines()
+        return next(line.split(":", 1)[1].strip() for line in lines if line.startswith("Model name"))
+    except (OSError, subprocess.CalledProcessError, StopIteration):
+        return platform.processor() or "unknown"
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def latency_summary(seconds: Sequence[float]) -> dict[str, float]:
+    """Calls per second, the median and the 95th-percentile latency of timed calls."""
+    ordered = sorted(seconds)
+    return {
+        "requests_per_s": len(ordered) / sum(ordered),
+        "median_s": statistics.median(ordered),
+        "p95_s": ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))],
+    }
+
+
+def write_results(results: dict, path: Path) -> None:
+    """``results`` (with the host added) as JSON at ``path``, its folder made; says where."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"host": host(), **results}, indent=2) + "\n")
+    print(f"wrote {path}")
+
+
+def segmented_litbank(tokenizer_name: str, length: int, singletons: bool = True) -> SegmentedCorpus:
+    """LitBank fold 0 through the preprocess and segment entry points; with ``singletons`` False, its one-mention
+    clusters removed from every split (a stand-in for a corpus that does not annotate singletons, as OntoNotes)."""
+    frames = {
+        split: preprocess_corpus(ConllFile.read(LITBANK / f"{split}.conll")) for split in ("train", "dev", "test")
+    }
+    if not singletons:
+        for frame in frames.values():
+            frame["clusters"] = [
+                [cluster for cluster in clusters if len(cluster) > 1] for clusters in frame["clusters"]
+            ]
+    return SegmentedCorpus(*segment_corpus(frames, tokenizer_name, [length]))
+
+
+NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def parse_value(text: str) -> object:
+    """A ``--set`` value as YAML reads it, except that ``5e-5`` is a number (YAML 1.1 wants ``5.0e-5``)."""
+    value = yaml.safe_load(text)
+    if isinstance(value, str) and NUMBER.fullmatch(value.strip()):
+        return float(value)
+    return value
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, object]:
+    return {key: parse_value(value) for key, value in (pair.split("=", 1) for pair in pairs)}
+
+
+def peak_memory_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def inference_ratio(trained: CorefModel, documents: list[dict]) -> dict[str, float]:
+    """Seconds of full prediction vs the encoder alone on the same documents, in the model's
+    inference precision (best of 3 each, alternating); with the test CoNLL F1 of that precision's predictions."""
+    tensors = [trained.tensorize(document) for document in documents]
+    trained.model.eval()
+
+    def encoder_only() -> None:
+        with torch.no_grad(), trained.inference_autocast():
+            for document in tensors:
+                trained.model.encoder(document.input_ids, document.attention_mask)
+
+    def full() -> None:
+        for document in tensors:
+            trained.predict_tensors(document)
+
+    # The two alternate, three rounds, best of each: a slower spell of the machine falls on both.
+    timings = {"encoder_seconds": float("inf"), "predict_seconds": float("inf")}
+    for _ in range(3):
+        for name, run in (("encoder_seconds", encoder_only), ("predict_seconds", full)):
+            started = time.perf_counter()
+            run()
+            timings[name] = min(timings[name], time.perf_counter() - started)
+    timings["ratio"] = timings["predict_seconds"] / timings["encoder_seconds"]
+    predictions = trained.predict_documents(documents, progress=False)
+    timings["test_conll_f1"] = 100 * score_predictions(predictions, remove_singletons=True).conll_f1
+    return timings
+
+
+def preset_settings(preset: str, overrides: dict[str, object]) -> tuple[BaselineConfig, TrainingConfig]:
+    """The committed ``preset`` (conf/base/parameters_coref_train.yml) with ``overrides``: model and training settings."""
+    presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
+    return baseline_settings(presets, preset, overrides)
+
+
+def incremental_preset(name: str | None) -> tuple[str, dict[str, object]]:
+    """The committed ``incremental_train`` preset ``name`` (None: the one the parameter file names) and its
+    resolved keys; an unknown name ends the program in one line naming the presets."""
+    params = yaml.safe_load((ROOT / "conf/base/parameters_incremental_train.yml").read_text())["incremental_train"]
+    name = name or params["preset"]
+    try:
+        return name, resolve_preset(params["presets"], name, "incremental_train preset")
+    except ConfigError as error:
+        sys.exit(str(error))
+
+
+def cpu_minilm_settings(overrides: dict[str, object]) -> tuple[BaselineConfig, TrainingConfig]:
+    """The committed ``cpu_minilm`` preset with ``overrides``: model and training settings."""
+    return preset_settings("cpu_minilm", overrides)
+
+
+def trainable_baseline(
+    corpus: SegmentedCorpus, model_config: BaselineConfig, training: TrainingConfig, device: str = "cpu"
+) -> tuple[CorefModel, Optimisers, Engine, TrainingConfig]:
+    """The baseline as a run on ``device`` builds it from the pretrained encoder (the ``auto`` settings decided by the
+    corpus and the precision, the encoder's training attention, the model on the engine's device, the optimisers),
+    ready for ``training_step``: the model, its optimisers, the engine and the decided training settings."""
+    seed_everything(training.seed)
+    training = replace(training, device=device)
+    model_config = decide_for_corpus(model_config, corpus)  # mention_loss_coef: auto, as a run decides it
+    model_config, training = decide_for_run(model_config, training)  # precision and the head: auto
+    trained = build_baseline(model_config)
+    configure_encoder_for_training(trained.model.encoder, training)
+    engine = Engine(training)
+    trained.to(engine.device)
+    engine.setup(trained.model)
+    task = [p for module in trained.model.task_modules() for p in module.parameters()]
+    optimisers = build_optimisers(trained.model.encoder, task, training, 10_000)
+    trained.model.train()
+    return trained, optimisers, engine, training
+
+
+def timed_training_steps(
+    corpus: SegmentedCorpus,
+    model_config: BaselineConfig,
+    training: TrainingConfig,
+    steps: int,
+    after_step: Callable[[int, CorefModel], None] | None = None,
+    device: str = "cpu",
+) -> list[float]:
+    """Seconds of each of ``steps`` training steps (the one training step, on cropped train documents)
+    from the pretrained encoder, on ``device``; ``after_step(step, model)`` runs after each, untimed."""
+    trained, optimisers, engine, training = trainable_baseline(corpus, model_config, training, device)
+    model = trained.model
+    documents = corpus.documents("train", model.config.max_segment_len)[:steps]
+    tensors = [trained.tensorize(document) for document in documents]
+    generator = torch.Generator().manual_seed(0)
+    timings = []
+    for step, document in enumerate(tensors, start=1):
+        started = time.perf_counter()
+        crop = random_crop(document, model.config.max_training_sentences, generator)
+        training_step(model.training_losses, crop, optimisers, training.gradient_clip, engine)
+        if engine.device.type == "cuda":
+            torch.cuda.synchronize(engine.device)  # the step's kernels finished, not only queued
+        timings.append(time.perf_counter() - started)
+        if after_step is not None:
+            after_step(step, trained)
+    return timings
+
+
+# The peer configuration (coref-hoi's and the original's CPU-comparable setting): segments of 384, crops of 3,
+# ffnn 1000, coref_depth 1, 50 antecedents, learning rates 2e-5 / 2e-4, every span, no mention loss.
+PEER_CONFIGURATION = {
+    "ffnn_size": 1000,
+    "max_top_antecedents": 50,
+    "word_boundary_spans": False,
+    "coref_depth": 1,
+    "bert_learning_rate": 2.0e-5,
+    "mention_loss_coef": 0.0,
+    "mention_loss_spans": "candidates",
+}
+
+
+def throughput(corpus: SegmentedCorpus, steps: int, precision: str) -> dict[str, float]:
+    """Training documents/s at the peer configuration in ``precision`` (``auto``: as the run decides it): the one
+    training step, the first three steps left out (they warm up)."""
+    model_config, training = cpu_minilm_settings({**PEER_CONFIGURATION, "precision": precision})
+    measured = timed_training_steps(corpus, model_config, training, steps + 3)[3:]
+    return {
+        "steps": len(measured),
+        "seconds_per_document": sum(measured) / len(measured),
+        "precision": resolve_precision(precision, torch.device("cpu")),
+    }
+
+
+def coref_pipeline(*args: str) -> float:
+    """Seconds the command took, as a new process."""
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "coref_pipeline", *args], capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
+        sys.exit(f"coref-pipeline {args[0]} failed (exit {done.returncode}): {last}")
+    return time.perf_counter() - started
+
+
+def test_f1(output: Path) -> float:
+    from coref_pipeline.evaluation.predictions import score_predictions
+    from coref_pipeline.files import read_jsonlines
+
+    return 100 * score_predictions(read_jsonlines(output), remove_singletons=True).conll_f1

@@ -96,7 +96,10 @@ def initial_dev_f1(args: argparse.Namespace, model_values: dict, training_values
     baseline = CorefModel.load(args.baseline_dir)
     results = {}
     for score in INCREMENTAL_SCORES:
-        config, _ = incremental_settings(baseline, {**model_values, "score": score, **training_values})
+        values = {**model_values, "score": score, **training_values}
+        if score != "calibrated":  # the coarse floor is the calibrated score's (the preset's, for that form)
+            values.pop("min_coarse_score", None)
+        config, _ = incremental_settings(baseline, values)
         corpus = segmented_litbank(config.tokenizer_name, config.max_segment_len)
         config = decide_for_corpus(config, corpus)
         model = build_incremental(CorefModel.load(args.baseline_dir), config)

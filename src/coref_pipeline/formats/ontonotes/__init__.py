@@ -126,7 +126,8 @@ def release_corpus(
     test_partition: str = "test",
     progress: bool = True,
 ) -> OntonotesCorpus:
-    """The CoNLL-2012 files the scripts make from the release and the gold skeletons (``*_gold_skel``).
+    """The CoNLL-2012 files the scripts make from the release and the gold skeletons (``*_gold_skel``);
+    ``progress``: a progress bar on a terminal.
 
     A document whose filled file (``*_gold_conll``) is already beside the skeletons without its skeleton is
     taken as it is, as ``compile_partition`` takes every ``*_gold_conll`` it finds.
@@ -151,7 +152,7 @@ def release_corpus(
     where, found = find_skeletons(Path(skeletons), wanted)
     logger.info("Reading the %s skeletons of %s", language, where)
     by_version: dict[str, dict[str, dict[str, tuple[Skeleton, str]]]] = {}
-    for skeleton, data in tqdm(found, desc=f"ontonotes {language}", unit="doc", disable=not progress):
+    for skeleton, data in tqdm(found, desc=f"ontonotes {language}", unit="doc", disable=None if progress else True):
         documents = by_version.setdefault(skeleton.version, {}).setdefault(partitions[skeleton.partition], {})
         earlier = documents.get(skeleton.conll_name)
         if earlier is not None and earlier[0].kind == skeleton.kind:

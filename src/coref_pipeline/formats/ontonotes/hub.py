@@ -125,7 +125,7 @@ def read_hub_corpus(
                 total=parquet.metadata.num_rows,
                 desc=f"ontonotes {path.parent.name}/{path.name}",
                 unit="doc",
-                disable=not progress,
+                disable=None if progress else True,
             )
             parts += [document_text(row, pos_names, entity_names, str(path)) for row in rows]
         texts[split], counts[split] = "".join(parts), len(parts)

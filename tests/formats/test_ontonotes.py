@@ -268,7 +268,11 @@ ROUND_TRIP = [PROJECT_ROOT / "data/01_raw/sample" / f"{split}.english.v4_gold_co
 ]
 
 
-@pytest.mark.parametrize("corpus_file", ROUND_TRIP, ids=lambda path: f"{path.parent.name}/{path.name}")
+@pytest.mark.parametrize(
+    "corpus_file",
+    [pytest.param(path, marks=[pytest.mark.slow] if path.name == "train.conll" else []) for path in ROUND_TRIP],
+    ids=lambda path: f"{path.parent.name}/{path.name}",
+)
 def test_every_document_survives_skeleton_and_trees(corpus_file, tmp_path):
     """Each document of a CoNLL-2012 file, cut into a skeleton and .parse trees and rebuilt, is itself again:
     every cell of every row, and the scripts' layout of them byte for byte."""

@@ -9,6 +9,7 @@ from coref_pipeline.training.checkpoints import code_files
 from tests.paths import PROJECT_ROOT
 
 STAGES_AND_PIPELINES = (
+    "ontonotes",
     "preprocess",
     "segment",
     "pretrain",
@@ -70,3 +71,23 @@ def test_training_stages_read_the_segment_and_scoring_parameters():
         assert params["conf/base/parameters_evaluate.yml"] == ["evaluate.remove_singletons"]
     segment = {key: value for entry in STAGES["segment"]["params"] for key, value in entry.items()}
     assert "coref_train.presets" in segment["conf/base/parameters_coref_train.yml"]
+
+
+def test_both_ontonotes_stages_run_the_ontonotes_pipeline_with_its_code():
+    """ontonotes (the release) and ontonotes_parquet (the Hub) run one pipeline: the same code deps."""
+    code = {stage: _expand(STAGES[stage]["do"]["deps"]) for stage in ("ontonotes", "ontonotes_parquet")}
+    assert code["ontonotes"] == code["ontonotes_parquet"] == import_closure("ontonotes") | ALWAYS
+    for stage in ("ontonotes", "ontonotes_parquet"):
+        assert STAGES[stage]["do"]["cmd"] == "kedro run --pipelines=ontonotes"
+        assert STAGES[stage]["do"]["outs"] == ["${corpus.dir}"]  # the folder preprocess and evaluate read
+
+
+def test_the_ontonotes_stages_exist_only_for_a_named_source():
+    """A foreach over the sources of conf/base/parameters_ontonotes.yml, which names none: no stage by default."""
+    assert STAGES["ontonotes"]["foreach"] == "${ontonotes.from_release}"
+    assert STAGES["ontonotes_parquet"]["foreach"] == "${ontonotes.from_parquet}"
+    assert {"${item.release}", "${item.skeletons}"} <= set(STAGES["ontonotes"]["do"]["deps"])
+    assert "${item}" in STAGES["ontonotes_parquet"]["do"]["deps"]
+    params = yaml.safe_load((PROJECT_ROOT / "conf" / "base" / "parameters_ontonotes.yml").read_text())
+    assert params["ontonotes"]["from_release"] == {} and params["ontonotes"]["from_parquet"] == {}
+    assert "conf/base/parameters_ontonotes.yml" in yaml.safe_load((PROJECT_ROOT / "dvc.yaml").read_text())["vars"]

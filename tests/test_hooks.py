@@ -38,3 +38,20 @@ def test_only_rank_0_saves_the_outputs(monkeypatch, tmp_path):
         catalog.save("metrics", {"f1": 1.0})
         assert isinstance(catalog.get("metrics"), MemoryDataset) is not writes
         assert (tmp_path / "metrics.json").exists() is writes
+
+
+def test_a_missing_raw_file_is_the_corpus_setting_not_a_step_to_run(tmp_path):
+    """raw_train has a producer now (ontonotes, run by name only): a missing one still points at the corpus
+    setting first, and names ontonotes as the way to write it from OntoNotes."""
+    from coref_pipeline.datasets import ConllFileDataset
+    from coref_pipeline.hooks import MissingPrerequisiteError, PrerequisitesHook
+
+    path = tmp_path / "corpus" / "train.english.v4_gold_conll"
+    catalog = DataCatalog({"raw_train": ConllFileDataset(filepath=str(path))})
+    pipeline = Pipeline([node(lambda conll: conll, inputs="raw_train", outputs="frame")])
+    with pytest.raises(MissingPrerequisiteError) as raised:
+        PrerequisitesHook().before_pipeline_run({"project_path": str(tmp_path)}, pipeline, catalog)
+    assert str(raised.value) == (
+        f"this run needs what no run has written yet: raw_train ({path}): no such file (the corpus is named in "
+        "conf/base/globals.yml), or `kedro run --pipelines=ontonotes` writes it from OntoNotes"
+    )

@@ -18,6 +18,7 @@ from coref_pipeline.files import (
     atomic_directory,
     atomic_path,
     atomic_write_json,
+    atomic_write_text,
     read_jsonlines,
     write_jsonlines,
 )
@@ -43,15 +44,16 @@ class _FileDataset(AbstractDataset):
 
 
 class ConllFileDataset(_FileDataset):
-    """Loads a CoNLL-2012 file as a :class:`~coref_pipeline.formats.conll.ConllFile`; parsing is left to the nodes."""
+    """A CoNLL-2012 file as a :class:`~coref_pipeline.formats.conll.ConllFile` (a ``.conllu`` file is read as
+    its CoNLL-2012 text); parsing is left to the nodes. Saving writes the text atomically (``ontonotes``)."""
 
     def load(self) -> ConllFile:
         if not self.path.is_file():
             raise DatasetError(f"CoNLL-2012 file not found: {self.path}")
         return ConllFile.read(self.path)
 
-    def save(self, data: None) -> None:
-        raise DatasetError(f"{self.__class__.__name__} is read-only ({self._filepath})")
+    def save(self, data: ConllFile) -> None:
+        atomic_write_text(self.path, data.text)
 
 
 class JsonLinesDataset(_FileDataset):

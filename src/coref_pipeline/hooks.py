@@ -14,6 +14,8 @@ from kedro.framework.hooks import hook_impl
 from coref_pipeline.errors import UserError
 from coref_pipeline.runtime.processes import launched_rank
 
+CORPUS_FROM_ONTONOTES = "ontonotes"  # the pipeline that writes the raw corpus (run by name only)
+
 
 class MissingPrerequisiteError(UserError, RuntimeError):
     """A pipeline's input that no earlier run has written; the message says which run writes it."""
@@ -77,8 +79,13 @@ class PrerequisitesHook:
         setting = _corpus_setting(run_params)
         for name in missing:
             producers = _producers(name, registered)
-            if producers:
+            if producers and producers != [CORPUS_FROM_ONTONOTES]:
                 by_producer.setdefault(producers[0], []).append(_describe(catalog, name))
+            elif producers:  # the raw corpus, which ontonotes writes only when asked
+                raw_faults.append(
+                    _raw_input_fault(catalog, name, setting)
+                    + f", or `kedro run --pipelines={CORPUS_FROM_ONTONOTES}` writes it from OntoNotes"
+                )
             else:
                 raw_faults.append(_raw_input_fault(catalog, name, setting))
         steps = [

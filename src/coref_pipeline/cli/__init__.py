@@ -24,6 +24,7 @@ EXIT_USER_ERROR = 2  # bad input, as for a usage error
 # Subcommand -> its module in this package; the module defines a click command of that name.
 SUBCOMMANDS = {
     "minimize": "minimize",
+    "ontonotes": "ontonotes",
     "conll-stats": "conll_stats",
     "predict": "predict",
     "score": "score",

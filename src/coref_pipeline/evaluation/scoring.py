@@ -38,6 +38,7 @@ from coref_pipeline.evaluation.metrics import (
     mention_identification,
 )
 from coref_pipeline.formats.conll import SCORER_READING, parse_coref_column, parse_header, paused_gc, read_conll
+from coref_pipeline.formats.conllu import is_conllu
 
 logger = logging.getLogger(__name__)
 
@@ -186,7 +187,7 @@ def read_clusters(path: str | Path) -> dict[str, list[Cluster]]:
     lines, other line breaks than ``\\n``) goes to ``read_conll``, which gives the
     same clusters or the error naming the file and line.
     """
-    fast = _read_clusters_fast(path)
+    fast = None if is_conllu(path) else _read_clusters_fast(path)  # CoNLL-U is read as its CoNLL-2012 text
     if fast is not None:
         return fast
     documents = read_conll(path, **SCORER_READING)

@@ -114,9 +114,11 @@ def read_test_sets(sets: Mapping[str, Any], remove_singletons: bool) -> list[Tes
 def _read_file_or_folder(name: str, path: Path) -> ConllFile:
     if not path.is_dir():
         return _read(name, path)
-    files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith("conll"))
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(("conll", ".conllu")))
     if not files:
-        raise TestSetError(f"test set {name!r}: the folder {path} holds no CoNLL file (a name ending in conll)")
+        raise TestSetError(
+            f"test set {name!r}: the folder {path} holds no CoNLL file (a name ending in conll, or a .conllu file)"
+        )
     parts, seen = [], {}
     for file in files:
         gold, keys = _parse(name, file)

@@ -103,7 +103,11 @@ class ConllFile:
     @classmethod
     def read(cls, path: str | Path) -> ConllFile:
         """The file's text (a UTF-8 byte-order mark is read as none, as CRLF line ends are read as LF);
-        a missing or non-UTF-8 file is a :class:`ConllFormatError` naming it."""
+        a missing or non-UTF-8 file is a :class:`ConllFormatError` naming it.
+
+        A CoNLL-U file (``.conllu``, CorefUD coreference) is read as the CoNLL-2012 text of its documents
+        (:mod:`coref_pipeline.formats.conllu`): every reader of CoNLL-2012 files reads it as they are read.
+        """
         path = Path(path)
         if path.is_dir():
             raise ConllFormatError(str(path), None, "a directory, not a CoNLL file")
@@ -111,10 +115,15 @@ class ConllFile:
             raise ConllFormatError(str(path), None, "no such file")
         data = path.read_bytes()
         try:
-            return cls(str(path), data.decode("utf-8-sig"))
+            text = data.decode("utf-8-sig")
         except UnicodeDecodeError as error:
             line = data.count(b"\n", 0, error.start) + 1
             raise ConllFormatError(str(path), line, "not a UTF-8 text file (a binary file?)") from None
+        from coref_pipeline.formats.conllu import conllu_to_conll2012, is_conllu  # it imports this module
+
+        if is_conllu(path):
+            text = conllu_to_conll2012(text, str(path))
+        return cls(str(path), text)
 
 
 def genre_of(doc_key: str, genres: Sequence[str] = GENRES, default: str = DEFAULT_GENRE) -> str:

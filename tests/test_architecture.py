@@ -191,3 +191,49 @@ def test_each_subpackage_says_its_idea_in_a_sentence():
 def test_the_package_root_holds_at_most_ten_modules():
     modules = sorted(path.name for path in SOURCE.glob("*.py"))
     assert len(modules) <= 10, modules
+
+
+def _module_file(name: str):
+    """The file of project module ``coref_pipeline.X.Y`` (a package's ``__init__.py``), or None."""
+    path = SOURCE.parent.joinpath(*name.split("."))
+    if path.with_suffix(".py").is_file():
+        return path.with_suffix(".py")
+    return path / "__init__.py" if (path / "__init__.py").is_file() else None
+
+
+def test_no_circle_of_modules():
+    """No module imports, through others, a module that imports it (imports inside functions counted too)."""
+    graph: dict = {}
+    for path in _python_files(SOURCE):
+        targets = graph.setdefault(path, set())
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [
+                    f"{node.module}.{alias.name}" if _module_file(f"{node.module}.{alias.name}") else node.module
+                    for alias in node.names
+                ]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            for name in names:
+                target = _module_file(name) if name.startswith("coref_pipeline.") else None
+                if target is not None and target != path:
+                    targets.add(target)
+    state: dict = {}
+
+    def visit(module, trail) -> None:
+        state[module] = "open"
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == "open":
+                circle = [*trail, module, target]
+                pytest.fail(
+                    "a circle of imports: "
+                    + " -> ".join(str(p.relative_to(SOURCE)) for p in circle[circle.index(target) :])
+                )
+            if target not in state:
+                visit(target, [*trail, module])
+        state[module] = "done"
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])

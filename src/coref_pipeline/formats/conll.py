@@ -28,8 +28,9 @@ from typing import Any
 
 import numpy as np
 
-from coref_pipeline.errors import UserError
 from coref_pipeline.files import atomic_write_text
+from coref_pipeline.formats.columns import NO_SPEAKER, ConllFormatError
+from coref_pipeline.formats.conllu import conllu_to_conll2012, is_conllu
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +45,6 @@ _COREF_PIECE_RE = re.compile(r"\((\d+)\)|\((\d+)|(\d+)\)")
 # OntoNotes 5.0 genres: a document's genre is the first two letters of its key.
 GENRES = ("bc", "bn", "mz", "nw", "pt", "tc", "wb")
 DEFAULT_GENRE = "nw"  # the genre of a key outside GENRES (and of raw text)
-NO_SPEAKER = "-"  # the speaker column's "no speaker"
 
 # How the reference scorer reads a file (the options of ``parse_conll_lines``): the coreference
 # column only, brackets in its order, mentions may cross sentences, repeats kept for scoring to report.
@@ -55,17 +55,6 @@ SCORER_READING = {
     "allow_cross_sentence": True,
     "coref_only": True,
 }
-
-
-class ConllFormatError(UserError, ValueError):
-    """A CoNLL-2012 file that cannot be read; the message names file and line."""
-
-    def __init__(self, source: str, line: int | None, message: str) -> None:
-        self.source = source
-        self.line = line
-        self.reason = message
-        where = f"{source}:{line}" if line is not None else source
-        super().__init__(f"{where}: {message}")
 
 
 @dataclass
@@ -119,7 +108,6 @@ class ConllFile:
         except UnicodeDecodeError as error:
             line = data.count(b"\n", 0, error.start) + 1
             raise ConllFormatError(str(path), line, "not a UTF-8 text file (a binary file?)") from None
-        from coref_pipeline.formats.conllu import conllu_to_conll2012, is_conllu  # it imports this module
 
         if is_conllu(path):
             text = conllu_to_conll2012(text, str(path))

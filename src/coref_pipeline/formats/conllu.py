@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from coref_pipeline.formats.conll import NO_SPEAKER, ConllFormatError
+from coref_pipeline.formats.columns import NO_SPEAKER, ConllFormatError
 
 SUFFIX = ".conllu"
 _CHUNK = re.compile(r"\([^()]+\)?|[^()]+\)")

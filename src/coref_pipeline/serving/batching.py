@@ -1,0 +1,60 @@
+"""Many documents at once: documents grouped by length, the segments of a group read by the encoder together.
+
+The encoder is most of a prediction's arithmetic, and its passes are the same for every document: a group of
+documents whose subtokens fit ``max_tokens_in_batch`` goes through it in passes of as many segments as the
+budget holds (fastcoref's ``max_tokens_in_batch``), longest documents first so that a group's segments have
+about the same width; the rest of each model (spans, antecedents, entities) then reads one document at a time
+from its own encoder output. A document longer than the budget is a group of its own: its segments still go
+through the encoder in passes within the budget, and the incremental model then reads it segment by segment as
+it always does (no whole-document encoder output is held), so memory stays bounded and no document is dropped
+or cut.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TypeVar
+
+ItemT = TypeVar("ItemT")
+
+# Subtokens read by the encoder in one pass over the segments of several documents (padding included). On the
+# 2-core CPU, batched prediction of OntoNotes-shaped documents measured fastest at ... (docs/benchmarks.md).
+MAX_TOKENS_IN_BATCH = 8192
+# How many budgets' worth of documents are read ahead from an iterator and sorted by length before they are
+# grouped: longer looks sort better, and hold more documents' inputs (not their encoder outputs) in memory.
+POOL_BUDGETS = 4
+
+
+def length_groups(token_counts: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """The positions of ``token_counts`` grouped for one encoder pass each: longest first, each group's subtokens
+    within ``max_tokens``; a document over the budget is a group of its own."""
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens_in_batch must be at least 1, got {max_tokens}")
+    order = sorted(range(len(token_counts)), key=lambda index: (-token_counts[index], index))
+    groups: list[list[int]] = []
+    current: list[int] = []
+    used = 0
+    for index in order:
+        if current and used + token_counts[index] > max_tokens:
+            groups.append(current)
+            current, used = [], 0
+        current.append(index)
+        used += token_counts[index]
+    if current:
+        groups.append(current)
+    return groups
+
+
+def pools(items: Iterable[ItemT], size_of, max_tokens: int) -> Iterator[list[ItemT]]:
+    """``items`` in consecutive pools of about ``POOL_BUDGETS`` budgets of subtokens (``size_of(item)``), read
+    lazily: an iterator of any length is predicted in bounded memory."""
+    pool: list[ItemT] = []
+    pooled = 0
+    for item in items:
+        pool.append(item)
+        pooled += size_of(item)
+        if pooled >= POOL_BUDGETS * max_tokens:
+            yield pool
+            pool, pooled = [], 0
+    if pool:
+        yield pool

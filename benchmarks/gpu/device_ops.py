@@ -33,11 +33,12 @@ What is counted, under ``torch.profiler`` (CPU activity; CUDA activity too on a 
   Written for a GPU and not run on one by its author (the CPU figures are what it was checked with): a first
   run there should look at the profiler's own table before quoting them.
 
-Per training step: two runs of the same steps (``--steps SHORT LONG``: documents 0, 1, ... of the split in
-order, cycling; the baseline's crops drawn from one seeded generator), each from the model directory's weights
-with fresh optimisers, and the per-step figure is (LONG run - SHORT run) / (LONG - SHORT): what a step adds once
-the first steps' one-time costs (the optimiser's state, lazy initialisations) are paid. The incremental model
-reads whole documents segment by segment, so its figures are also given per segment. Per predicted document:
+Per training step: one run of LONG steps (``--steps SHORT LONG``: documents 0, 1, ... of the split in order,
+cycling; the baseline's crops drawn from one seeded generator) from the model directory's weights with fresh
+optimisers, each step profiled on its own, and the per-step figure is the mean of steps SHORT to LONG - 1: what a
+step adds once the first steps' one-time costs (the optimiser's state, lazy initialisations) are paid, as issue
+61's (LONG-step run - SHORT-step run) / (LONG - SHORT) (the runs are deterministic: the same first SHORT steps).
+The incremental model reads whole documents segment by segment, so its figures are also given per segment. Per predicted document:
 ``CorefModel.predict_tensors`` on the first ``--predict`` documents after one untimed prediction, mean per document
 (and per segment).
 
@@ -120,6 +121,9 @@ class Counts:
 
     def __sub__(self, other: Counts) -> Counts:
         return Counts(*(getattr(self, f.name) - getattr(other, f.name) for f in fields(self)))
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
 
     def __truediv__(self, divisor: float) -> Counts:
         return Counts(*(getattr(self, f.name) / divisor for f in fields(self)))
@@ -249,20 +253,23 @@ class Trainee:
 def training_counts(
     directory: Path, model_type: str, documents: list[Any], steps: tuple[int, int], device: torch.device
 ) -> dict[str, Any]:
-    """Per-step figures from two runs of ``steps`` (SHORT, LONG) steps, and the segments a step read."""
-    runs = {}
-    for count in steps:
-        trainee = Trainee(directory, model_type, device)
-        tensors = [trainee.trained.tensorize(documents[index % len(documents)]) for index in range(count)]
-        segments = []
-        with counting(device) as counts:
-            for document in tensors:
-                segments.append(trainee.step(document))
-        runs[count] = (counts, segments)
+    """Per-step figures: the mean of steps SHORT to LONG - 1 of one run of LONG steps, each step profiled on its
+    own (one profile of many steps holds every event in memory); and the segments a step read."""
     short, long = steps
-    per_step = (runs[long][0] - runs[short][0]) / (long - short)
-    segments = statistics.fmean(runs[long][1][short:])
-    return {"per_step": asdict(per_step), "per_segment": asdict(per_step / segments), "segments_per_step": segments}
+    trainee = Trainee(directory, model_type, device)
+    total, segments = Counts(), 0
+    for index in range(long):
+        document = trainee.trained.tensorize(documents[index % len(documents)])
+        with counting(device) as counts:
+            read = trainee.step(document)
+        if index >= short:
+            total, segments = total + counts, segments + read
+    per_step = total / (long - short)
+    return {
+        "per_step": asdict(per_step),
+        "per_segment": asdict(total / segments),
+        "segments_per_step": segments / (long - short),
+    }
 
 
 def prediction_counts(
@@ -276,7 +283,7 @@ def prediction_counts(
     for document in tensors[1:]:
         with counting(device) as counts:
             trained.predict_tensors(document)
-        total = Counts(*(getattr(total, f.name) + getattr(counts, f.name) for f in fields(total)))
+        total = total + counts
         segments += document.num_segments
     used = len(tensors) - 1
     return {

@@ -1,7 +1,8 @@
 """Operator calls and host synchronisations per training step and per predicted document, both models.
 
 Run: python benchmarks/gpu/device_ops.py [--baseline DIR] [--incremental DIR] [--corpora litbank sample]
-       [--steps 6 18] [--predict 3] [--rounds 4] [--round-steps 3] [--devices cpu cuda] [--out FILE]
+       [--steps 6 18] [--predict 3] [--rounds 4] [--round-steps 3] [--devices cpu cuda] [--skip-counts]
+       [--out FILE]
 
 The models are trained model directories (default ``data/06_models/baseline`` and ``data/06_models/incremental``,
 what ``kedro run --pipelines=preprocess,segment,coref_train,incremental_train`` leaves), trained further and
@@ -364,6 +365,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4, help="rounds of the documents/s comparison (0: none)")
     parser.add_argument("--round-steps", type=int, default=3, help="steps of each model in a round")
     parser.add_argument("--devices", nargs="+", default=None, help="default: cpu, and cuda when available")
+    parser.add_argument("--skip-counts", action="store_true", help="documents/s only (no profiled runs)")
     parser.add_argument("--out", type=Path, default=OUTPUT)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -380,7 +382,7 @@ def main() -> None:
         for corpus in args.corpora:
             documents = training_documents(corpus, config.tokenizer_name, config.segment_length)
             by_model = results["counts"].setdefault(str(device), {}).setdefault(corpus, {})
-            for name, directory in directories.items():
+            for name, directory in directories.items() if not args.skip_counts else ():
                 by_model[name] = {
                     "training": training_counts(directory, name, documents, (short, long), device),
                     "prediction": prediction_counts(directory, name, documents, args.predict, device),

@@ -388,3 +388,40 @@ def test_min_coarse_score_does_not_change_training(model_and_document):
     with_floor = _scores_with_min_coarse_score(model, document, 1e9)
     torch.testing.assert_close(with_floor.loss, full.loss)
     assert torch.isfinite(with_floor.top_antecedent_scores[:, 1:][full.top_antecedent_mask]).all()
+
+
+def test_an_already_encoded_document_gives_the_same_output(model_and_document):
+    """The model's one call of its encoder (``encode``) can be skipped: the document's ``[num_subtokens, H]``,
+    computed elsewhere (several documents in one pass), gives exactly the same output."""
+    model, document = model_and_document
+    with torch.no_grad():
+        direct = model(document)
+        given = model(document, hidden=model.encode(document))
+    assert torch.equal(given.top_antecedent_scores, direct.top_antecedent_scores)
+    assert torch.equal(given.top_antecedents, direct.top_antecedents) and torch.equal(given.loss, direct.loss)
+
+
+def test_a_training_step_reads_the_device_back_a_few_times_whatever_the_spans(monkeypatch):
+    """A training step (crop, forward, loss, backward, clipping, Adam) reads tensors back to the host a few
+    times (each a synchronisation on a GPU), as many with twice the spans; the fused optimiser's CPU kernel's
+    reads of its step counters (on a GPU they stay on the device) are not counted."""
+    from coref_pipeline.models.config import TrainingConfig
+    from coref_pipeline.training.engine import Engine
+    from coref_pipeline.training.loop import training_step
+    from coref_pipeline.training.optim import model_optimisers
+    from tests.models.host_reads import counting_host_reads
+
+    reads = {}
+    for ratio in (0.2, 0.4):
+        config = tiny_config(max_segment_len=48, top_span_ratio=ratio, dropout_rate=0.1)
+        model = BaselineCorefModel(config, tiny_encoder(seed=2)).train()
+        optimisers = model_optimisers(model, TrainingConfig(), total_steps=10)
+        engine = Engine(TrainingConfig(device="cpu"))
+        document = tiny_tensors(make_document(num_segments=5, seed=1, seg_len=48), config)
+        generator = torch.Generator().manual_seed(0)
+        training_step(model.training_losses, random_crop(document, 3, generator), optimisers, 1.0, engine)
+        with counting_host_reads(monkeypatch) as counted:
+            crop = random_crop(document, 3, generator)
+            training_step(model.training_losses, crop, optimisers, 1.0, engine)
+        reads[ratio] = counted.reads
+    assert reads[0.4] == reads[0.2] <= 10

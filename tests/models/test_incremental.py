@@ -1,14 +1,21 @@
-"""The incremental model: initialisation from the baseline, decisions, eviction, gold targets, memory."""
+"""The incremental model: initialisation from the baseline, decisions, eviction, gold targets, memory, and how a
+segment is computed (its batched passes, the host's decisions over them).
+
+That these compute what scoring one span at a time computes is tests/models/test_incremental_equality.py (against
+a frozen copy of the model before the batched decisions); that a segment's device work does not grow with its spans
+is tests/models/test_incremental_device_work.py.
+"""
 
 from __future__ import annotations
 
 import warnings
-from dataclasses import replace
 
+import numpy as np
 import pytest
 import torch
 
-import coref_pipeline.models.incremental as incremental_module
+import coref_pipeline.models.incremental.decisions as decisions_module
+import coref_pipeline.models.incremental.scoring as scoring_module
 from coref_pipeline.models.baseline import BaselineCorefModel, predicted_clusters
 from coref_pipeline.models.config import ConfigError, IncrementalConfig
 from coref_pipeline.models.incremental import (
@@ -16,16 +23,78 @@ from coref_pipeline.models.incremental import (
     GoldAntecedents,
     IncrementalCorefModel,
     PairFeatures,
+    SegmentScores,
     copy_baseline_weights,
 )
+from coref_pipeline.models.incremental.decisions import span_options
 from coref_pipeline.models.spans import bucket_distance
 from tests.models.tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
-from tests.tolerances import assert_gradients_reordered_close, assert_reordered_close, ffnn_terms
+from tests.tolerances import assert_reordered_close, ffnn_terms
 
 
 def incremental_config(**overrides) -> IncrementalConfig:
     baseline = tiny_config().to_dict()
     return IncrementalConfig.from_baseline(baseline, {"dropout_rate": 0.0, **overrides})
+
+
+def spread_pair_weights(model: IncrementalCorefModel, std: float = 0.3, seed: int = 0) -> None:
+    """Redraw the pair scorer and coarse weights wider than the initialisation, so entities score apart."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        modules = [model.pair_scorer] + ([model.src_projection] if model.uses_coarse else [])
+        for module in modules:
+            for parameter in module.parameters():
+                parameter.copy_(torch.randn(parameter.shape, generator=generator) * std)
+
+
+def batching_model(**overrides) -> IncrementalCorefModel:
+    """The same tiny model (weights spread) with ``overrides``."""
+    torch.manual_seed(0)
+    values = dict(top_span_ratio=0.5, threshold=1.0) | overrides
+    model = IncrementalCorefModel(incremental_config(**values), tiny_encoder(seed=1))
+    spread_pair_weights(model)
+    return model
+
+
+def memory_of_vectors(embeddings: torch.Tensor, spans: list[tuple[int, int]], **settings) -> EntityMemory:
+    """A memory whose base rows are one entity per span, with ``embeddings`` ``[n, D]`` (projections and priors
+    zeros): the entities an earlier segment left."""
+    memory = EntityMemory(**settings)
+    table = memory.begin_segment(embeddings, torch.zeros(len(spans), 2), torch.zeros(len(spans)))
+    for position, span in enumerate(spans):
+        memory.add(span, table.span_row(position))
+    memory.end_segment()
+    return memory
+
+
+def segment_values(
+    model: IncrementalCorefModel,
+    memory: EntityMemory,
+    spans: list[tuple[int, int]],
+    embeddings: torch.Tensor,
+    mention_scores: torch.Tensor,
+    features: PairFeatures,
+) -> SegmentScores:
+    """A segment's scores as its decisions read them: the read spans ``spans`` (``embeddings`` ``[n, D]``,
+    ``mention_scores`` ``[n]``) against the memory's columns, after the static pass (every pair, no K)."""
+    weights = model.pair_scorer.first_layer_parts()
+    projections = model.pair_scorer.project_candidates(embeddings, weights)
+    table = memory.begin_segment(embeddings, projections, mention_scores)
+    sources = model.src_projection(embeddings) if model.uses_coarse else None
+    scores = SegmentScores(
+        model,
+        memory,
+        table,
+        spans,
+        embeddings,
+        model.pair_scorer.project_targets(embeddings, weights),
+        sources,
+        mention_scores,
+        features,
+        weights,
+    )
+    scores.static_pass(memory, spans, None)
+    return scores
 
 
 def test_initialisation_copies_the_baseline_scorers_exactly():
@@ -67,16 +136,12 @@ def test_pair_scores_are_the_fine_ffnn_over_mention_entity_product_and_features(
     torch.manual_seed(0)
     model = IncrementalCorefModel(incremental_config(score="paper"), tiny_encoder()).eval()
     d = model.span_dim
-    memory = EntityMemory()
-    for start in (0, 7, 30):
-        embedding = torch.randn(d)
-        memory.add(
-            embedding, model.pair_scorer.project_candidates(embedding[None])[0], (start, start), torch.tensor(0.0)
-        )
-    memory.consolidate()
-    mention = torch.randn(d)
+    memory = memory_of_vectors(torch.randn(3, d), [(0, 0), (7, 7), (30, 30)])
     with torch.no_grad():
-        fast = model.pair_scores(memory, mention, (40, 40), PairFeatures(2))
+        memory.base_projections = model.pair_scorer.project_candidates(memory.base_embeddings)
+        mention = torch.randn(d)
+        scores = segment_values(model, memory, [(40, 40)], mention[None], torch.zeros(1), PairFeatures(2))
+        fast = torch.tensor(scores.value[0, :3])
         entities = memory.base_embeddings  # [3, D]
         distance = bucket_distance(torch.tensor([40, 33, 10]))
         scorer = model.pair_scorer
@@ -93,6 +158,8 @@ def test_pair_scores_are_the_fine_ffnn_over_mention_entity_product_and_features(
         direct = scorer.slow_antecedent_scores(pair).squeeze(1)
     # The first layer's pair inputs summed in other groups (mention, entities, products), then the FFNN.
     assert_reordered_close(fast, direct, ffnn_terms(scorer.slow_antecedent_scores))
+    # The span's own row (the entity it may start) is no option of its own: not scored.
+    assert np.isnan(scores.value[0, 3]) and scores.flat[0, 3] == -1
 
 
 def fixed_alpha(model: IncrementalCorefModel, alpha: float) -> None:
@@ -102,26 +169,19 @@ def fixed_alpha(model: IncrementalCorefModel, alpha: float) -> None:
         model.alpha.output.bias.fill_(torch.logit(torch.tensor(alpha)).item())
 
 
-def cosine_scores(memory: EntityMemory, mention: torch.Tensor, *args, **kwargs) -> torch.Tensor:
-    """A hand-built PAIRSCORE: 10 cos(m, e) - 5 (attach when alike), superseded columns -inf."""
-    columns = []
-    for row in range(len(memory.base_ids)):
-        if row in memory.superseded:
-            columns.append(torch.tensor(float("-inf")))
-        else:
-            columns.append(10 * torch.cosine_similarity(mention, memory.base_embeddings[row], dim=0) - 5)
-    for embedding in memory.fresh_embeddings:
-        columns.append(10 * torch.cosine_similarity(mention, embedding, dim=0) - 5)
-    return torch.stack(columns)
+def cosine_pair_scores(targets, candidates, index, *args, **kwargs) -> torch.Tensor:
+    """A hand-built PAIRSCORE for ``PairScorer.scores``: 10 cos(m, e) - 5 (attach when alike): ``[k, c]``."""
+    chosen = candidates[index]  # [k, c, D]
+    return 10 * torch.cosine_similarity(targets.unsqueeze(1), chosen, dim=2) - 5
 
 
 def test_greedy_decisions_on_a_hand_built_case(monkeypatch):
     model = IncrementalCorefModel(
-        incremental_config(evict_distance=10**9, evict_singleton_distance=10**9), tiny_encoder()
+        incremental_config(score="paper", evict_distance=10**9, evict_singleton_distance=10**9), tiny_encoder()
     )
     model.eval()
     fixed_alpha(model, 0.25)
-    monkeypatch.setattr(model, "pair_scores", cosine_scores)
+    monkeypatch.setattr(model.pair_scorer, "scores", cosine_pair_scores)
     d = model.span_dim
     a, b, c = torch.zeros(d), torch.zeros(d), torch.zeros(d)
     a[0], b[1], c[2] = 1.0, 1.0, 1.0
@@ -133,17 +193,18 @@ def test_greedy_decisions_on_a_hand_built_case(monkeypatch):
     with torch.no_grad():
         # Two "segments": the second starts from consolidated (base) entities.
         model.resolve_spans(memory, [0, 2, 5], [0, 3, 5], embeddings[:3], torch.zeros(3), PairFeatures(0))
-        memory.consolidate()
+        memory.end_segment()
         model.resolve_spans(memory, [7, 9, 12], [7, 10, 12], embeddings[3:], torch.zeros(3), PairFeatures(0))
+        memory.end_segment()
     assert memory.clusters() == [[(0, 0), (5, 5), (12, 12)], [(2, 3), (9, 10)]]
     assert len(memory.mentions) == 3  # a, b, c; c stays a singleton (not in the output)
     # e <- a e + (1 - a) m with a = 0.25: a then a_variant then a.
     expected = 0.25 * (0.25 * a + 0.75 * a_variant) + 0.75 * a
-    entity, _ = memory.embedding(memory.entity_of_span[(0, 0)])
+    entity = memory.base_embeddings[memory.base_row[memory.entity_of_span[(0, 0)]]]
     torch.testing.assert_close(entity, expected)
     # The threshold decides new entities: above every score, nothing attaches.
-    high = IncrementalCorefModel(incremental_config(threshold=100.0), tiny_encoder()).eval()
-    monkeypatch.setattr(high, "pair_scores", cosine_scores)
+    high = IncrementalCorefModel(incremental_config(score="paper", threshold=100.0), tiny_encoder()).eval()
+    monkeypatch.setattr(high.pair_scorer, "scores", cosine_pair_scores)
     memory = EntityMemory()
     with torch.no_grad():
         high.resolve_spans(
@@ -159,14 +220,17 @@ def test_mean_update_is_the_running_mean():
 
 
 def memory_with(entities: list[tuple[int, int]]) -> EntityMemory:
-    """Entities given as (last mention start, number of mentions)."""
+    """Entities given as (last mention start, number of mentions); entity ``i``'s vectors are all ``i``."""
     memory = EntityMemory()
+    embeddings = torch.arange(len(entities), dtype=torch.float).unsqueeze(1).expand(-1, 4)  # [n, 4]
+    table = memory.begin_segment(embeddings, torch.zeros(len(entities), 2), torch.zeros(len(entities)))
     for index, (last, size) in enumerate(entities):
         spans = [(last - (size - 1 - k), last - (size - 1 - k)) for k in range(size)]  # the last is (last, last)
-        entity_id = memory.add(torch.full((4,), float(index)), torch.zeros(2), spans[0], torch.tensor(0.0))
+        row = table.span_row(index)
+        entity_id = memory.add(spans[0], row)
         for span in spans[1:]:
-            memory.update(entity_id, torch.full((4,), float(index)), torch.zeros(2), span, torch.tensor(0.0))
-    memory.consolidate()
+            memory.update(entity_id, span, row, row)
+    memory.end_segment()
     return memory
 
 
@@ -174,7 +238,7 @@ def test_eviction_removes_exactly_the_entities_the_policy_names():
     # position 2000: singletons more than 600 behind go, any entity more than 1200 behind goes.
     entities = [(1500, 1), (1399, 1), (1401, 1), (900, 3), (799, 3), (801, 2), (1990, 1)]
     memory = memory_with(entities)
-    gone = memory.evict(2000, singleton_distance=600, distance=1200)
+    gone = memory.end_segment(2000, singleton_distance=600, distance=1200)
     assert sorted(gone) == [1, 4]  # 601 behind with one mention; 1201 behind with three
     assert memory.base_ids == [0, 2, 3, 5, 6]
     assert memory.base_embeddings[:, 0].tolist() == [0.0, 2.0, 3.0, 5.0, 6.0]
@@ -182,18 +246,32 @@ def test_eviction_removes_exactly_the_entities_the_policy_names():
     assert len(memory.mentions[4]) == 3 and 4 in memory.evicted and 4 not in memory.active
     # null switches a rule off.
     memory = memory_with(entities)
-    assert memory.evict(2000, singleton_distance=None, distance=None) == []
+    assert memory.end_segment(2000, singleton_distance=None, distance=None) == []
     memory = memory_with(entities)
-    assert sorted(memory.evict(2000, singleton_distance=None, distance=1200)) == [4]
+    assert sorted(memory.end_segment(2000, singleton_distance=None, distance=1200)) == [4]
+
+
+def test_eviction_at_a_segments_end_takes_the_columns_made_in_it_too():
+    """Consolidation and eviction in one gather: an entity made in the segment leaves with the others, and the
+    columns kept are the base rows not superseded, then the fresh ones, each with the vectors of its row."""
+    memory = memory_with([(100, 1), (1990, 2)])  # entities 0 and 1
+    embeddings = torch.tensor([[7.0] * 4, [8.0] * 4])
+    table = memory.begin_segment(embeddings, torch.zeros(2, 2), torch.tensor([0.5, 0.25]))
+    new = memory.add((150, 150), table.span_row(0))  # made in the segment, far behind at its end
+    memory.update(1, (1995, 1995), table.span_row(1), table.span_row(1))  # entity 1 takes row 1's vectors
+    assert memory.end_segment(2000, singleton_distance=600, distance=None) == [0, new]
+    assert memory.base_ids == [1] and memory.base_embeddings.tolist() == [[8.0] * 4]
+    assert memory.base_priors.tolist() == [0.25] and memory.table is None
 
 
 def test_eviction_distance_is_measured_from_the_midpoint_of_the_most_recent_mention():
     memory = EntityMemory()
-    for span in ((1390, 1410), (1380, 1400)):  # midpoints 1400 and 1390
-        memory.add(torch.zeros(4), torch.zeros(2), span, torch.tensor(0.0))
-    memory.consolidate()
+    table = memory.begin_segment(torch.zeros(2, 4), torch.zeros(2, 2), torch.zeros(2))
+    for position, span in enumerate(((1390, 1410), (1380, 1400))):  # midpoints 1400 and 1390
+        memory.add(span, table.span_row(position))
+    memory.end_segment()
     # At 2000 with 600: the first is 600 behind (stays, though its start is 610 behind), the second 610.
-    assert memory.evict(2000, singleton_distance=600, distance=None) == [1]
+    assert memory.end_segment(2000, singleton_distance=600, distance=None) == [1]
 
 
 def test_no_eviction_in_training_with_evict_in_training_false():
@@ -253,17 +331,18 @@ def test_gold_targets_latest_and_all_antecedents():
     document.gold_cluster_ids = torch.tensor([1, 1, 1, 2])
     gold = GoldAntecedents(document)
     memory = EntityMemory()
-    first = memory.add(torch.zeros(2), torch.zeros(2), (1, 1), torch.tensor(0.0))
-    second = memory.add(torch.zeros(2), torch.zeros(2), (3, 3), torch.tensor(0.0))  # wrongly a new entity
+    table = memory.begin_segment(torch.zeros(2, 2), torch.zeros(2, 2), torch.zeros(2))
+    first = memory.add((1, 1), table.span_row(0))
+    second = memory.add((3, 3), table.span_row(1))  # wrongly a new entity
     assert gold.target_ids((5, 5), memory, all_antecedents=False) == [second]
     assert gold.target_ids((5, 5), memory, all_antecedents=True) == [second, first]
     assert gold.target_ids((1, 1), memory, all_antecedents=False) == []  # first mention: new entity
     assert gold.target_ids((7, 7), memory, all_antecedents=True) == []  # its cluster has no earlier mention
     assert gold.target_ids((2, 2), memory, all_antecedents=True) == []  # not a gold mention
     # The most recent antecedent evicted (or missed): the new-entity option is gold.
-    memory.consolidate()
+    memory.end_segment()
     memory.mentions[second][-1] = (-5000, -5000)  # its mention now far behind
-    memory.evict(0, singleton_distance=600, distance=None)
+    memory.end_segment(0, singleton_distance=600, distance=None)
     assert gold.target_ids((5, 5), memory, all_antecedents=False) == []
     assert gold.target_ids((5, 5), memory, all_antecedents=True) == [first]
 
@@ -401,7 +480,8 @@ def test_a_mention_loss_over_the_top_spans_is_over_each_segments_kept_spans():
     expected, offset, all_labels = [], 0, []
     with torch.no_grad():
         for index, length in enumerate(document.attention_mask.sum(dim=1).tolist()):
-            starts, ends, _, scores, _ = model.segment_spans(document, model.encode_segment(document, index), offset)
+            found = model.segment_spans(document, model.encode_segment(document, index), offset)
+            starts, ends, scores = found.starts, found.ends, found.mention_scores
             labels = torch.tensor(
                 [(s + offset, e + offset) in gold for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
             )
@@ -414,6 +494,33 @@ def test_a_mention_loss_over_the_top_spans_is_over_each_segments_kept_spans():
     for without, with_mentions, mentions in zip(losses[0.0], losses[0.5], expected, strict=True):
         assert with_mentions == pytest.approx(without + 0.5 * mentions, rel=1e-5)
     assert mention_grad is not None and mention_grad.abs().sum() > 0
+
+
+def antecedent_values(
+    model: IncrementalCorefModel,
+    i: int,
+    antecedents: list[int],
+    spans: list[tuple[int, int]],
+    embeddings: torch.Tensor,
+    mention_scores: torch.Tensor,
+    features: PairFeatures,
+    consolidated: bool,
+) -> torch.Tensor:
+    """Span ``i``'s values against one-mention entities of each of ``antecedents``: entities carried over
+    from an earlier segment (``consolidated``, base rows) or made by earlier spans of its own (its segment's
+    rows of those spans): ``[len(antecedents)]``."""
+    memory = EntityMemory()
+    if consolidated:
+        projections = model.pair_scorer.project_candidates(embeddings[antecedents])
+        table = memory.begin_segment(embeddings[antecedents], projections, mention_scores[antecedents])
+        for position, j in enumerate(antecedents):
+            memory.add(spans[j], table.span_row(position))
+        memory.end_segment()
+        scores = segment_values(model, memory, [spans[i]], embeddings[[i]], mention_scores[[i]], features)
+        return torch.from_numpy(scores.value[0, : len(antecedents)])
+    read = antecedents + [i]  # the antecedents read first, in the segment
+    scores = segment_values(model, memory, [spans[j] for j in read], embeddings[read], mention_scores[read], features)
+    return torch.from_numpy(scores.value[len(antecedents), : len(antecedents)])
 
 
 @pytest.mark.parametrize("pair_features", ["paper", "baseline"])
@@ -443,12 +550,13 @@ def test_a_one_mention_entity_scores_as_the_baseline_scores_that_antecedent(pair
         forms[score] = model
     model = forms["calibrated"]
     with torch.no_grad():
-        hidden = model.encode_segment(document, 0)
-        starts, ends, embeddings, mention_scores, _ = model.segment_spans(document, hidden, 0)
+        found = model.segment_spans(document, model.encode_segment(document, 0), 0)
+    starts, ends, embeddings, mention_scores = found.starts, found.ends, found.embeddings, found.mention_scores
     # One segment: the same kept spans, embeddings and mention scores as the baseline's.
     assert torch.equal(starts, output.top_span_starts) and torch.equal(ends, output.top_span_ends)
     torch.testing.assert_close(embeddings, output.top_span_emb)
     spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
+    assert found.spans == spans  # known on the host as kept
     features = PairFeatures.of_document(document, model.config)
     features.rank_of_span.update((span, rank) for rank, span in enumerate(spans))
     if on:  # the features vary: speakers, distances
@@ -459,21 +567,17 @@ def test_a_one_mention_entity_scores_as_the_baseline_scores_that_antecedent(pair
         antecedents = output.top_antecedents[i][valid].tolist()
         expected = output.top_antecedent_scores[i, 1:][valid]  # the baseline's score of each antecedent
         for consolidated in (False, True):  # entities added in this segment, then carried over from an earlier one
-            memory = EntityMemory()
-            for j in antecedents:
-                projection = model.pair_scorer.project_candidates(embeddings[j][None])[0]
-                memory.add(embeddings[j], projection, (int(starts[j]), int(ends[j])), mention_scores[j])
-            if consolidated:
-                memory.consolidate()
             with torch.no_grad():
-                calibrated = model.pair_scores(memory, embeddings[i], spans[i], features)
-                paper = forms["paper"].pair_scores(memory, embeddings[i], spans[i], features)
+                arguments = (i, antecedents, spans, embeddings, mention_scores, features, consolidated)
+                calibrated = antecedent_values(model, *arguments)
+                paper = antecedent_values(forms["paper"], *arguments)
             # One entity row against the baseline's [k, c] pairs: the fine FFNN in other GEMM shapes, and the
             # coarse term (a projection of g, then its product with g) summed in other orders.
             terms = ffnn_terms(model.pair_scorer.slow_antecedent_scores) + 2 * model.span_dim
             assert_reordered_close(calibrated + mention_scores[i], expected, terms)
             # The paper's form lacks exactly the entity's mention score and the coarse term.
-            coarse = embeddings[antecedents] @ model.src_projection(embeddings[i])
+            with torch.no_grad():
+                coarse = embeddings[antecedents] @ model.src_projection(embeddings[i])
             paper_plus_terms = paper + mention_scores[i] + mention_scores[antecedents] + coarse
             assert_reordered_close(paper_plus_terms, expected, terms)
             compared += len(antecedents)
@@ -489,81 +593,27 @@ def test_calibrated_entities_carry_their_most_recent_mentions_score():
         memory = EntityMemory()
         with torch.no_grad():
             model.resolve_spans(memory, [0, 4], [0, 4], mentions, torch.tensor([3.0, 7.0]), PairFeatures(0))
-        memory.consolidate()
+        memory.end_segment()
         assert memory.base_priors.tolist() == expected
 
 
-def memory_of(model: IncrementalCorefModel, count: int, updated: int) -> EntityMemory:
-    """``count`` entities carried over from an earlier segment, the first ``updated`` of them updated in this one."""
-    memory = EntityMemory()
-    for index in range(count):
-        embedding = torch.randn(model.span_dim)
-        projection = model.pair_scorer.project_candidates(embedding[None])[0]
-        memory.add(embedding, projection, (10 * index, 10 * index), torch.randn(()))
-    memory.consolidate()
-    for entity_id in range(updated):
-        embedding = torch.randn(model.span_dim)
-        projection = model.pair_scorer.project_candidates(embedding[None])[0]
-        memory.update(entity_id, embedding, projection, (500 + entity_id, 500 + entity_id), torch.randn(()))
-    return memory
-
-
-@pytest.mark.parametrize("score", ["paper", "calibrated"])
-def test_the_entity_prefilter_scores_the_top_k_by_coarse_score_exactly(score):
-    torch.manual_seed(0)
-    model = IncrementalCorefModel(incremental_config(score=score, max_top_entities=4), tiny_encoder()).eval()
-    memory = memory_of(model, count=12, updated=3)  # 15 columns, 3 of them superseded: 12 live entities
-    mention = torch.randn(model.span_dim)
-    source = model.src_projection(mention).detach()
-
-    def scores_with(limit, required=()):
-        model.config = replace(model.config, max_top_entities=limit)
-        with torch.no_grad():
-            return model.pair_scores(
-                memory, mention, (1000, 1000), PairFeatures(0), mention_source=source, required=required
-            )
-
-    reference = scores_with(None)
-    # The pre-filtered rows go through the fine FFNN as GEMMs of other shapes: its sums in other roundings.
-    terms = ffnn_terms(model.pair_scorer.slow_antecedent_scores)
-    # K = the number of live entities (fewer than the columns): the pre-filter runs, every entity is scored.
-    assert_reordered_close(scores_with(12), reference, terms)
-    # K = 4: the 4 best by coarse score get exactly their unfiltered scores, the rest -inf.
-    scores = scores_with(4)
-    columns = torch.cat([memory.base_embeddings, torch.stack(memory.fresh_embeddings)])
-    priors = torch.cat([memory.base_priors, torch.stack(memory.fresh_priors)])
-    coarse = columns @ source + priors
-    coarse[list(memory.superseded)] = float("-inf")
-    best = sorted(torch.topk(coarse, 4).indices.tolist())
-    assert torch.isfinite(scores).nonzero().flatten().tolist() == best
-    assert_reordered_close(scores[best], reference[best], terms)
-    # In training the gold columns are among the K scored, whatever their coarse score.
-    worst = int(torch.argmin(coarse.masked_fill(torch.isinf(coarse), 1e9)))
-    with_gold = scores_with(4, required=[worst])
-    assert torch.isfinite(with_gold[worst]) and int(torch.isfinite(with_gold).sum()) == 4  # within the K
-    assert_reordered_close(with_gold[worst], reference[worst], terms)
-
-
-@pytest.mark.parametrize("limit", [None, 4])
-def test_the_coarse_floor_scores_only_the_columns_above_it_exactly(limit):
-    torch.manual_seed(0)
-    model = IncrementalCorefModel(incremental_config(max_top_entities=limit), tiny_encoder()).eval()
-    memory = memory_of(model, count=12, updated=3)  # 15 columns, 3 of them superseded
-    mention = torch.randn(model.span_dim)
-    source = model.src_projection(mention).detach()
-    columns = torch.cat([memory.base_embeddings, torch.stack(memory.fresh_embeddings)])
-    priors = torch.cat([memory.base_priors, torch.stack(memory.fresh_priors)])
-    coarse = columns @ source + priors  # [15]: the entity's prior + the bilinear term
-    with torch.no_grad():
-        reference = model.pair_scores(memory, mention, (1000, 1000), PairFeatures(0), mention_source=source)
-    floor = float(coarse[torch.isfinite(reference)].median())  # about half the scored columns above it
-    with torch.no_grad():
-        scores = model.pair_scores(memory, mention, (1000, 1000), PairFeatures(0), mention_source=source, floor=floor)
-    # At or below the floor: -inf, never scored; above it, the scores without a floor (the same GEMMs on fewer rows).
-    assert torch.isfinite(scores).tolist() == (torch.isfinite(reference) & (coarse > floor)).tolist()
-    assert int(torch.isfinite(scores).sum()) >= 2 and int((torch.isfinite(reference) & (coarse <= floor)).sum()) >= 2
-    finite = torch.isfinite(scores)
-    assert_reordered_close(scores[finite], reference[finite], ffnn_terms(model.pair_scorer.slow_antecedent_scores))
+def test_the_options_are_the_k_best_columns_by_coarse_score_and_the_gold_ones():
+    coarse = np.array([0.5, 3.0, -1.0, 2.0, 3.0, 0.0], dtype=np.float32)
+    none = np.zeros(6, dtype=bool)
+    assert span_options(none, coarse, None, None).all()  # no K: every active column
+    assert span_options(none, coarse, 6, None).all()  # K covers them
+    # K = 3: the three best by coarse score, the first among equals first.
+    assert np.flatnonzero(span_options(none, coarse, 3, None)).tolist() == [1, 3, 4]
+    assert np.flatnonzero(span_options(none, coarse, 2, None)).tolist() == [1, 4]
+    # In training the gold columns are options whatever their coarse score, within the K.
+    gold = np.array([False, False, True, False, False, False])
+    assert np.flatnonzero(span_options(gold, coarse, 3, None)).tolist() == [1, 2, 4]
+    # More gold columns than K: the gold ones alone.
+    many = np.array([True, False, True, False, False, True])
+    assert np.flatnonzero(span_options(many, coarse, 2, None)).tolist() == [0, 2, 5]
+    # A coarse floor (inference): only the columns above it, after the K.
+    assert np.flatnonzero(span_options(none, coarse, None, 0.5)).tolist() == [1, 3, 4]
+    assert np.flatnonzero(span_options(none, coarse, 2, 2.0)).tolist() == [1, 4]
 
 
 def test_the_coarse_floor_is_for_inference_with_the_calibrated_score():
@@ -576,26 +626,39 @@ def test_the_coarse_floor_is_for_inference_with_the_calibrated_score():
         incremental_config(score="paper", min_coarse_score=0.0)
 
 
-@pytest.mark.parametrize(
-    "slots", [dict(), dict(recent_mentions=2, entity_representation=False)], ids=["repr", "2_mentions"]
-)
+class PairLog:
+    """Counts, on one model, the fine FFNN's calls and the (span, column) pairs they score."""
+
+    def __init__(self, model: IncrementalCorefModel, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.calls: list[tuple[int, bool]] = []  # (pairs, with gradients) of each call
+        scores = model.pair_scorer.scores
+
+        def logged(targets, candidates, index, *args, **kwargs):
+            self.calls.append((index.numel(), torch.is_grad_enabled()))
+            return scores(targets, candidates, index, *args, **kwargs)
+
+        monkeypatch.setattr(model.pair_scorer, "scores", logged)
+
+    @property
+    def pairs(self) -> int:
+        return sum(pairs for pairs, _ in self.calls)
+
+
 @pytest.mark.parametrize("limit", [None, 2])
-def test_batch_per_segment_with_the_coarse_floor_makes_the_same_decisions_on_fewer_pairs(monkeypatch, limit, slots):
+def test_the_coarse_floor_leaves_pairs_out_of_the_fine_ffnn_and_makes_the_same_decisions(monkeypatch, limit):
+    """At inference with min_coarse_score the pairs at or below the floor never go through the fine FFNN. A floor
+    below every coarse score leaves every pair in; the decisions with a floor are the reference's (the equality
+    tests) and differ from those without it here (it changes the options)."""
     document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
+    slots = dict(recent_mentions=2, entity_representation=False)
     outputs, logs = {}, {}
-    for batch, floor in ((True, 0.0), (False, 0.0), (True, None)):
-        model = batching_model(batch, max_top_entities=limit, min_coarse_score=floor, **slots).eval()
-        logs[batch, floor] = ScoringLog(model, monkeypatch)
+    for floor in (None, -1e9, 0.0):
+        model = batching_model(max_top_entities=limit, min_coarse_score=floor, **slots).eval()
+        logs[floor] = PairLog(model, monkeypatch)
         with torch.no_grad():
-            outputs[batch, floor] = model(document)
-    batched, single = outputs[True, 0.0], outputs[False, 0.0]
-    assert batched.clusters == single.clusters and batched.kept_spans == single.kept_spans
-    assert len(batched.clusters) >= 3
-    terms = ffnn_terms(model.pair_scorer.slow_antecedent_scores) + 2 * model.span_dim
-    for found, expected in zip(logs[True, 0.0].logits, logs[False, 0.0].logits, strict=True):
-        assert_reordered_close(found, expected, terms)
-    # The floor left pairs out of the segments' batched passes.
-    assert 0 < logs[True, 0.0].pairs < logs[True, None].pairs
+            outputs[floor] = model(document)
+    assert logs[-1e9].pairs == logs[None].pairs and outputs[-1e9].memory.mentions == outputs[None].memory.mentions
+    assert 0 < logs[0.0].pairs < logs[None].pairs
 
 
 def test_with_k_at_least_the_number_of_entities_the_decisions_are_identical(monkeypatch):
@@ -604,282 +667,118 @@ def test_with_k_at_least_the_number_of_entities_the_decisions_are_identical(monk
     def decide(limit):
         torch.manual_seed(0)
         model = IncrementalCorefModel(incremental_config(threshold=0.0, max_top_entities=limit), tiny_encoder(seed=1))
+        log = PairLog(model, monkeypatch)
         with torch.no_grad():
-            return model.eval()(document)
+            return model.eval()(document), log
 
-    unfiltered = decide(None)
+    unfiltered, every = decide(None)
     entities = unfiltered.memory.max_active  # the most entities ever active at once
     assert unfiltered.clusters and entities >= 2
-    calls = []
-    original = IncrementalCorefModel._prefiltered_scores
-    monkeypatch.setattr(IncrementalCorefModel, "_prefiltered_scores", lambda *args: calls.append(1) or original(*args))
-    filtered = decide(entities)  # K = the number of entities: the pre-filter runs when updates add columns
-    assert calls, "the pre-filter never ran"
+    filtered, prefiltered = decide(entities)  # K = the number of entities
     assert filtered.clusters == unfiltered.clusters and filtered.kept_spans == unfiltered.kept_spans
+    assert filtered.memory.mentions == unfiltered.memory.mentions
+    assert prefiltered.pairs < every.pairs  # the static pass scored each span's best columns only
 
 
-def spread_pair_weights(model: IncrementalCorefModel, std: float = 0.3, seed: int = 0) -> None:
-    """Redraw the pair scorer and coarse weights wider than the initialisation, so entities score apart."""
-    generator = torch.Generator().manual_seed(seed)
+@pytest.mark.parametrize("margin", [0.0, scoring_module.PREFILTER_MARGIN], ids=["no_margin", "margin"])
+def test_the_static_pass_scores_each_spans_best_columns_and_the_missing_ones_in_few_rounds(monkeypatch, margin):
+    """With K the static pass scores each span's K (+ margin) best static columns; a span that chooses a column
+    outside them (when better ones left) has it scored in a round that also scores the later spans' next best
+    ones, twice as many each round: rounds stay few, and the decisions are those without the pre-filter's
+    shortcut (the equality tests: the reference)."""
+    monkeypatch.setattr(scoring_module, "PREFILTER_MARGIN", margin)
+    document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
+    rounds, segments = [], []  # (rounds before, the table's static rows) at each round; (spans, pairs) per pass
+    score_missing, static_pass = SegmentScores.score_missing, SegmentScores.static_pass
+
+    def counted_missing(self, *args):
+        rounds.append((self.rounds, self.table.num_static))
+        return score_missing(self, *args)
+
+    def counted_static(self, memory, spans, gold):
+        before = log.pairs
+        static_pass(self, memory, spans, gold)
+        segments.append((len(spans), log.pairs - before))
+
+    monkeypatch.setattr(SegmentScores, "score_missing", counted_missing)
+    monkeypatch.setattr(SegmentScores, "static_pass", counted_static)
+    model = batching_model(max_top_entities=2, recent_mentions=2, entity_representation=False).eval()
+    log = PairLog(model, monkeypatch)
     with torch.no_grad():
-        modules = [model.pair_scorer] + ([model.src_projection] if model.uses_coarse else [])
-        for module in modules:
-            for parameter in module.parameters():
-                parameter.copy_(torch.randn(parameter.shape, generator=generator) * std)
+        output = model(document)
+    assert len(output.clusters) >= 3
+    scored = 2 + int(np.ceil(2 * margin))  # K + margin
+    assert len(segments) == document.num_segments
+    assert all(pairs <= scored * spans for spans, pairs in segments)
+    # A round doubles what each later span has scored: a segment has at most log2(its static rows / scored) + 1.
+    assert all(before < 1 + np.ceil(np.log2(rows / scored)) for before, rows in rounds)
+    if not margin:  # the next in line outside the K: scored in rounds
+        assert rounds
+    assert len(log.calls) <= len(segments) + len(rounds)
 
 
-def batching_model(batch: bool, **overrides) -> IncrementalCorefModel:
-    """The same tiny model (weights spread) with ``batch_per_segment`` on or off."""
-    torch.manual_seed(0)
-    values = dict(top_span_ratio=0.5, threshold=1.0, batch_per_segment=batch) | overrides
-    model = IncrementalCorefModel(incremental_config(**values), tiny_encoder(seed=1))
-    spread_pair_weights(model)
-    return model
-
-
-class ScoringLog:
-    """Records, on one model, every ``pair_scores`` result, the fine FFNN's calls and the on-demand base scores."""
-
-    def __init__(self, model: IncrementalCorefModel, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.logits: list[torch.Tensor] = []
-        self.index_rows: list[int] = []  # rows of the index of each PairScorer.scores call
-        self.pairs = 0  # pairs through the fine FFNN
-        self.on_demand = 0  # per-span fine calls that include a base entity not superseded (batched path)
-        self.superseded = 0  # pair_scores calls with a superseded base row
-        self.own_looked_up = 0  # fresh mention columns whose score came from base_scores (its own spans)
-        pair_scores, scores, score_against = model.pair_scores, model.pair_scorer.scores, model._score_against
-        own_columns = model._own_columns
-
-        def logged_pair_scores(memory, *args, **kwargs):
-            found = pair_scores(memory, *args, **kwargs)
-            self.logits.append(found.detach().clone())
-            self.superseded += bool(memory.superseded)
-            return found
-
-        def logged_scores(targets, candidates, index, *args, **kwargs):
-            self.index_rows.append(index.shape[0])
-            self.pairs += index.numel()
-            return scores(targets, candidates, index, *args, **kwargs)
-
-        def logged_score_against(entities, projections, priors, ids, memory, *args):
-            self.on_demand += any(e in memory.base_ids and e not in memory.fresh_ids for e in ids)
-            return score_against(entities, projections, priors, ids, memory, *args)
-
-        def logged_own_columns(*args):
-            found = own_columns(*args)
-            self.own_looked_up += found[0].numel()
-            return found
-
-        monkeypatch.setattr(model, "pair_scores", logged_pair_scores)
-        monkeypatch.setattr(model, "_own_columns", logged_own_columns)
-        monkeypatch.setattr(model.pair_scorer, "scores", logged_scores)
-        monkeypatch.setattr(model, "_score_against", logged_score_against)
-
-
-MENTION_SLOTS = [
-    dict(),
-    dict(recent_mentions=2),
-    dict(recent_mentions=2, entity_representation=False),
-    dict(recent_mentions=2, pair_features="baseline"),
-]
-
-
-@pytest.mark.parametrize(
-    "slots", MENTION_SLOTS, ids=["representation", "and_2_mentions", "2_mentions", "baseline_features"]
-)
-@pytest.mark.parametrize("margin", [0.0, incremental_module.PREFILTER_MARGIN], ids=["no_margin", "margin"])
-@pytest.mark.parametrize("limit", [None, 2])
-@pytest.mark.parametrize("score", ["paper", "calibrated"])
-def test_batch_per_segment_makes_the_same_decisions(monkeypatch, score, limit, slots, margin):
-    monkeypatch.setattr(incremental_module, "PREFILTER_MARGIN", margin)
+def test_in_chunks_of_pairs_the_same_decisions(monkeypatch):
+    """With a tiny chunk limit the static pass's pairs go through the fine FFNN one at a time (at inference; mention
+    columns only, so every pair is the static pass's): the same decisions."""
     document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
-    outputs, logs = {}, {}
-    for batch in (True, False):
-        model = batching_model(batch, score=score, max_top_entities=limit, **slots).eval()
-        logs[batch] = ScoringLog(model, monkeypatch)
-        with torch.no_grad():
-            outputs[batch] = model(document)
-    batched, single = outputs[True], outputs[False]
-    # The decisions are compared exactly, the scores they take within rounding (below): an argmax agrees unless its
-    # two best options lie within rounding of each other. In these seeded documents the closest decision's two best
-    # options are 4.5e-3 apart, about 15 times the bound the scores are compared to: no CPU's rounding flips one.
-    assert batched.clusters == single.clusters and batched.kept_spans == single.kept_spans
-    assert batched.memory.mentions == single.memory.mentions
-    # Non-trivial decisions: new entities, updates, base entities updated within a later segment.
-    mentions = batched.memory.mentions.values()
-    assert len(batched.clusters) >= 3 and sum(len(m) == 1 for m in mentions) >= 3
-    assert logs[True].superseded > 0
-    assert len(logs[True].logits) == len(logs[False].logits) > 20
-    # A segment's spans scored as one GEMM or one at a time: the fine FFNN (and the coarse pre-filter's
-    # projection) in other roundings; -inf in the same columns.
-    terms = ffnn_terms(model.pair_scorer.slow_antecedent_scores) + 2 * model.span_dim
-    for found, expected in zip(logs[True].logits, logs[False].logits, strict=True):
-        assert_reordered_close(found, expected, terms)
-    if limit is not None and not slots and not margin:  # some chosen base columns were not among the precomputed K
-        assert logs[True].on_demand > 0
-    # Mention columns only: the segment's own spans' slots were scored in its batched pass.
-    own = limit is not None and slots.get("entity_representation") is False
-    assert (logs[True].own_looked_up > 0) == own and logs[False].own_looked_up == 0
-
-
-@pytest.mark.parametrize(
-    "overrides",
-    [
-        dict(score="calibrated"),
-        dict(score="paper", max_top_entities=2),
-        dict(score="calibrated", max_top_entities=2, negative_sample_rate=0.5, loss="all_antecedents"),
-        dict(score="calibrated", recent_mentions=2),
-        dict(score="calibrated", max_top_entities=3, recent_mentions=2, entity_representation=False),
-        dict(score="calibrated", max_top_entities=3, recent_mentions=2, pair_features="baseline"),
-        dict(score="calibrated", recent_mentions=2, entity_representation=False, mention_loss_coef=0.5),
-    ],
-)
-@pytest.mark.parametrize("margin", [0.0, incremental_module.PREFILTER_MARGIN], ids=["no_margin", "margin"])
-def test_batch_per_segment_gives_the_same_training_losses_and_gradients(monkeypatch, overrides, margin):
-    monkeypatch.setattr(incremental_module, "PREFILTER_MARGIN", margin)
-    document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
-    losses, gradients, logs = {}, {}, {}
-    for batch in (True, False):
-        model = batching_model(batch, **overrides).train()
-        logs[batch] = ScoringLog(model, monkeypatch)
-        torch.manual_seed(5)  # the negative-sampling draws
-        losses[batch] = []
-        for loss in model.training_losses(document):
-            loss.backward()
-            losses[batch].append(loss.detach())
-        gradients[batch] = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
-    assert len(losses[True]) >= 3 and len(logs[True].logits) == len(logs[False].logits)
-    if "max_top_entities" in overrides and not margin:  # a next-best base column outside the span's precomputed K
-        assert logs[True].on_demand > 0
-    # A segment's spans scored as one GEMM or one at a time: the scores' sums (the fine FFNN, the coarse
-    # projection) in other roundings, then each loss sums its spans' log-sum-exps over the columns, and a
-    # weight's gradient sums over the scored pairs.
-    pairs = sum(logits.numel() for logits in logs[True].logits)
-    terms = ffnn_terms(model.pair_scorer.slow_antecedent_scores) + 2 * model.span_dim + pairs
-    assert_reordered_close(torch.stack(losses[True]), torch.stack(losses[False]), terms)
-    assert any(name.startswith("pair_scorer.") for name in gradients[True])
-    assert_gradients_reordered_close(gradients[True], gradients[False], terms)
-
-
-@pytest.mark.parametrize("limit", [None, 2])
-def test_batch_per_segment_scores_the_base_entities_once_per_segment(monkeypatch, limit):
-    document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
-    logs = {}
-    for batch in (True, False):
-        model = batching_model(batch, max_top_entities=limit).eval()
-        logs[batch] = ScoringLog(model, monkeypatch)
-        with torch.no_grad():
-            output = model(document)
-    # Every segment but the first starts with entities (none is evicted from this short document).
-    assert not output.memory.evicted
-    segments = document.input_ids.shape[0]
-    assert sum(rows > 1 for rows in logs[True].index_rows) == segments - 1  # one [k, B] (or [k, K]) call each
-    assert all(rows == 1 for rows in logs[False].index_rows)  # one span at a time
-    assert len(logs[True].index_rows) < len(logs[False].index_rows)
-
-
-def test_batch_per_segment_in_chunks_of_spans_makes_the_same_decisions(monkeypatch):
-    """With a tiny chunk limit the segment's spans go through the fine FFNN a few at a time: same results."""
-    incremental = incremental_module
-    document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
-    outputs, logs, default = {}, {}, incremental.BASE_SCORE_CHUNK_ELEMENTS
+    outputs, logs, default = {}, {}, scoring_module.BASE_SCORE_CHUNK_ELEMENTS
     for chunk in (default, 1):
-        monkeypatch.setattr(incremental, "BASE_SCORE_CHUNK_ELEMENTS", chunk)
-        model = batching_model(True, score="calibrated").eval()
-        logs[chunk] = ScoringLog(model, monkeypatch)
+        monkeypatch.setattr(scoring_module, "BASE_SCORE_CHUNK_ELEMENTS", chunk)
+        model = batching_model(score="calibrated", recent_mentions=2, entity_representation=False).eval()
+        logs[chunk] = PairLog(model, monkeypatch)
         with torch.no_grad():
             outputs[chunk] = model(document)
     whole, chunked = outputs[default], outputs[1]
     assert chunked.clusters == whole.clusters and chunked.memory.mentions == whole.memory.mentions
-    # Chunks of spans are GEMMs of other shapes: the fine FFNN in other roundings.
-    terms = ffnn_terms(model.pair_scorer.slow_antecedent_scores)
-    for found, expected in zip(logs[1].logits, logs[default].logits, strict=True):
-        assert_reordered_close(found, expected, terms)
-    # One span per call in chunks of one element's worth; the whole segment at once otherwise.
-    assert max(logs[1].index_rows) == 1 and max(logs[default].index_rows) > 1
-
-
-@pytest.mark.parametrize(
-    "overrides",
-    [dict(max_top_entities=2), dict(max_top_entities=3, recent_mentions=2, entity_representation=False)],
-    ids=["representations", "mention_columns"],
-)
-def test_batched_training_reads_the_loss_from_the_segments_batched_pass(monkeypatch, overrides):
-    """The decisions run without gradients; the fine FFNN runs with them in each segment's batched pass, whose
-    scores the loss reads, and once more for the options scored on demand (span by span: once per span)."""
-    document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
-    graph_calls, options = {}, {"batched": 0, "on demand": 0}
-    segment_loss = incremental_module.SegmentLoss.loss
-
-    def counted_loss(replay, *args):
-        options["batched"] += sum(len(batched) for batched in replay.batched)
-        options["on demand"] += sum(len(scored) for scored in replay.options)
-        return segment_loss(replay, *args)
-
-    monkeypatch.setattr(incremental_module.SegmentLoss, "loss", counted_loss)
-    for batch in (True, False):
-        model = batching_model(batch, score="calibrated", **overrides).train()
-        scores, calls = model.pair_scorer.scores, []
-
-        def counted(*args, scores=scores, calls=calls, **kwargs):
-            calls.append(torch.is_grad_enabled())
-            return scores(*args, **kwargs)
-
-        monkeypatch.setattr(model.pair_scorer, "scores", counted)
-        losses = list(model.training_losses(document))
-        graph_calls[batch] = sum(calls)
-    assert len(losses) >= 3
-    assert len(losses) <= graph_calls[True] <= 2 * len(losses)  # the batched pass (+ the options scored on demand)
-    assert graph_calls[False] > 2 * graph_calls[True]  # one per span
-    assert options["batched"] > options["on demand"]  # most of the loss's options from the batched pass
+    assert logs[1].pairs == logs[default].pairs and len(logs[1].calls) > len(logs[default].calls)
+    assert max(pairs for pairs, _ in logs[1].calls) == 1
 
 
 def test_recent_mentions_are_kept_as_scoring_columns_of_their_entity():
     """recent_mentions 2: an entity's representation and its two latest mentions; slots leave with the entity."""
     memory = EntityMemory(recent_mentions=2)
-    mentions = [torch.full((4,), float(value)) for value in range(4)]
-    entity_id = memory.add(mentions[0], torch.zeros(2), (0, 0), torch.tensor(0.0))
+    mentions = torch.arange(4, dtype=torch.float).unsqueeze(1).expand(-1, 4)  # [4, 4]: mention i is all i
+    table = memory.begin_segment(mentions[:1], torch.zeros(1, 2), torch.zeros(1))
+    entity_id = memory.add((0, 0), table.span_row(0))
     assert memory.columns() == [entity_id] and not memory.owner  # one mention: its representation is that mention
-    memory.consolidate()
+    memory.end_segment()
+    # The next segment reads mentions 1 to 3; each update's new representation is a version row (all 9).
+    table = memory.begin_segment(mentions[1:], -torch.ones(3, 2), torch.tensor([1.0, 2.0, 3.0]))
     for index in (1, 2, 3):
         span = (10 * index, 10 * index)
-        memory.update(
-            entity_id,
-            torch.full((4,), 9.0),
-            torch.ones(2),
-            span,
-            torch.tensor(float(index)),
-            (mentions[index], -torch.ones(2)),
-        )
+        version = table.add_version(torch.full((4,), 9.0), torch.ones(2), torch.tensor(float(index)))
+        memory.update(entity_id, span, version, table.span_row(index - 1))
         if index == 1:  # the first mention got its slot (from the representation before the update) with the second's
             assert [memory.slot_span[slot] for slot in memory.slots[entity_id]] == [(0, 0), (10, 10)]
             assert set(memory.changed) == {entity_id, *memory.slots[entity_id]}
+            assert memory.row_of(memory.slots[entity_id][0]) == 0  # the base row: the first mention's vectors
     slots = memory.slots[entity_id]
     assert [memory.slot_span[slot] for slot in slots] == [(20, 20), (30, 30)]
     assert [memory.entity_of(slot) for slot in slots] == [entity_id, entity_id]
     assert [memory.anchor(slot) for slot in slots] == [(20, 20), (30, 30)] and memory.anchor(entity_id) == (30, 30)
-    memory.consolidate()
+    memory.end_segment()
     assert sorted(memory.base_ids) == sorted([entity_id, *slots])  # dropped slots left at the consolidation
     rows = {column_id: row for row, column_id in enumerate(memory.base_ids)}
     assert memory.base_embeddings[rows[slots[0]]].tolist() == [2.0] * 4  # the mention's own embedding
     assert memory.base_priors[rows[slots[1]]] == 3.0 and memory.base_projections[rows[slots[1]]].tolist() == [-1, -1]
     assert memory.base_embeddings[rows[entity_id]].tolist() == [9.0] * 4  # the representation
+    assert memory.base_priors[rows[entity_id]] == 3.0  # the most recent mention's score
     assert memory.scored_columns([entity_id]) == sorted(rows.values())
-    assert memory.evict(10_000, singleton_distance=None, distance=100) == [entity_id]
+    assert memory.end_segment(10_000, singleton_distance=None, distance=100) == [entity_id]
     assert memory.base_ids == [] and not memory.owner and not memory.slot_span and not memory.slots
     assert memory.mentions[entity_id] == [(0, 0), (10, 10), (20, 20), (30, 30)]
 
 
 def test_without_entity_representations_only_mention_columns_are_scored():
     memory = EntityMemory(recent_mentions=1, score_representations=False)
-    first = memory.add(torch.zeros(4), torch.zeros(2), (0, 0), torch.tensor(0.0))
-    second = memory.add(torch.ones(4), torch.zeros(2), (5, 5), torch.tensor(0.0))
+    table = memory.begin_segment(torch.stack([torch.zeros(4), torch.ones(4)]), torch.zeros(2, 2), torch.zeros(2))
+    first = memory.add((0, 0), table.span_row(0))
+    second = memory.add((5, 5), table.span_row(1))
     assert len(memory.columns()) == 4 and len(memory.changed) == 2  # each entity: representation + slot
-    scores = memory.mask_unscored(torch.zeros(4))
-    assert [memory.entity_of(memory.columns()[c]) for c in torch.isfinite(scores).nonzero().flatten()] == [
-        first,
-        second,
-    ]
+    masked = set(memory.masked_columns(4))
+    scored = [column for column in range(4) if column not in masked]
+    assert [memory.entity_of(memory.columns()[column]) for column in scored] == [first, second]
+    assert memory.live_fresh() == ([table.span_row(0), table.span_row(1)], [first, second])  # the slots
     assert all(memory.columns()[c] in memory.owner for c in memory.scored_columns([second, first]))
     with pytest.raises(ConfigError, match="incremental model key 'entity_representation': false needs recent_mentions"):
         incremental_config(entity_representation=False)
@@ -971,96 +870,49 @@ def test_update_runs_only_when_entity_representations_are_scored(representation)
     assert bool(calls) == representation
 
 
-def scored_columns_by_scan(memory: EntityMemory, entity_ids: list[int]) -> list[int]:
-    """``scored_columns`` by its definition: every column not masked, grouped by the entity it scores."""
-    masked = set(memory.masked_columns(len(memory.columns())))
-    by_entity: dict[int, list[int]] = {}
-    for column, column_id in enumerate(memory.columns()):
-        if column not in masked:
-            by_entity.setdefault(memory.entity_of(column_id), []).append(column)
-    return [column for entity_id in entity_ids for column in by_entity.get(entity_id, [])]
-
-
-@pytest.mark.parametrize("slots", MENTION_SLOTS, ids=["representation", "and_2_mentions", "2_mentions", "baseline"])
-def test_scored_columns_are_every_unmasked_column_of_the_entities(monkeypatch, slots):
-    """Looked up through the entities' slots, the gold columns are those a scan of every column finds, at every
-    span of a training pass (superseded base rows and dropped slots included)."""
-    document = tiny_tensors(make_document(num_segments=8, seed=6), tiny_config())
-    values = dict(loss="all_antecedents", teacher_forcing_rate=1.0, top_span_ratio=1.0)  # gold links followed
-    model = batching_model(True, **values, **slots).train()
-    lookup, calls = EntityMemory.scored_columns, []
-
-    def checked(memory, entity_ids):
-        found = lookup(memory, entity_ids)
-        assert found == scored_columns_by_scan(memory, list(entity_ids))
-        calls.append((len(found), bool(memory.superseded), bool(memory.dropped)))
-        return found
-
-    monkeypatch.setattr(EntityMemory, "scored_columns", checked)
-    for loss in model.training_losses(document):
-        loss.backward()
-    assert sum(found > 0 for found, _, _ in calls) >= 5  # gold entities found
-    assert any(superseded for _, superseded, _ in calls)
-    if slots.get("recent_mentions"):
-        assert any(found > 1 for found, _, _ in calls) and any(dropped for _, _, dropped in calls)
-
-
-def test_the_batched_pass_scores_only_the_spans_negative_sampling_keeps(monkeypatch):
-    """negative_sample_rate < 1 in training: the spans are drawn before the segment's batched pass, which then
-    scores exactly the spans read afterwards (every gold span, some others), not every kept span."""
+def test_the_passes_score_only_the_spans_negative_sampling_keeps(monkeypatch):
+    """negative_sample_rate < 1 in training: the spans are drawn before the segment's passes, which then score
+    exactly the spans read afterwards (every gold span, some others), not every kept span."""
     document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
-    model = batching_model(True, negative_sample_rate=0.3, max_top_entities=2).train()
-    segments = []  # per segment: kept spans, spans of the batched pass (None: no pass), spans read one by one
-    base_scores, pair_scores, resolve_spans = model.base_scores, model.pair_scores, model.resolve_spans
+    model = batching_model(negative_sample_rate=0.3, max_top_entities=2).train()
+    segments = []  # per segment: kept spans, the spans its passes scored and its decisions read
+    static_pass, resolve_spans = SegmentScores.static_pass, model.resolve_spans
 
-    def logged_base_scores(memory, spans, *args):
-        segments[-1]["batched"] = list(spans)
-        return base_scores(memory, spans, *args)
-
-    def logged_pair_scores(memory, mention, span, *args, **kwargs):
-        segments[-1]["read"].append(span)
-        return pair_scores(memory, mention, span, *args, **kwargs)
+    def logged_static_pass(self, memory, spans, gold):
+        segments[-1]["read"] = list(spans)
+        return static_pass(self, memory, spans, gold)
 
     def logged_resolve_spans(memory, starts, ends, *args, **kwargs):
-        segments.append({"kept": list(zip(starts, ends, strict=True)), "batched": None, "read": []})
+        segments.append({"kept": list(zip(starts, ends, strict=True)), "read": None})
         return resolve_spans(memory, starts, ends, *args, **kwargs)
 
-    monkeypatch.setattr(model, "base_scores", logged_base_scores)
-    monkeypatch.setattr(model, "pair_scores", logged_pair_scores)
+    monkeypatch.setattr(SegmentScores, "static_pass", logged_static_pass)
     monkeypatch.setattr(model, "resolve_spans", logged_resolve_spans)
     torch.manual_seed(3)
     for loss in model.training_losses(document):
         loss.backward()
     gold = GoldAntecedents(document)
-    with_pass = [segment for segment in segments if segment["batched"] is not None]
-    assert len(with_pass) >= 3
-    for segment in with_pass:
-        assert set(segment["read"]) <= set(segment["batched"]) <= set(segment["kept"])
-        assert {span for span in segment["kept"] if gold.is_gold(span)} <= set(segment["batched"])
-    kept = sum(len(segment["kept"]) for segment in with_pass)
-    batched = sum(len(segment["batched"]) for segment in with_pass)
-    assert any(gold.is_gold(span) for segment in with_pass for span in segment["batched"])
-    assert batched < 0.7 * kept  # the sampled-out spans were not scored
+    assert len(segments) == document.num_segments
+    for segment in segments:
+        assert set(segment["read"]) <= set(segment["kept"])
+        assert {span for span in segment["kept"] if gold.is_gold(span)} <= set(segment["read"])
+    kept = sum(len(segment["kept"]) for segment in segments)
+    read = sum(len(segment["read"]) for segment in segments)
+    assert any(gold.is_gold(span) for segment in segments for span in segment["read"])
+    assert read < 0.7 * kept  # the sampled-out spans were not scored
 
 
-def gold_base_rows_scored_on_demand(model: IncrementalCorefModel, document, monkeypatch) -> int:
-    """How many of the required (gold) options that are base rows a training pass scores on demand."""
-    pair_scores, score_against = model.pair_scores, model._score_against
-    required_ids: set[int] = set()
-    count = 0
+def gold_rows_scored_late(model: IncrementalCorefModel, document, monkeypatch) -> int:
+    """How many of the gold options that are base rows a training pass scores in rounds, not in the static pass."""
+    score_missing, count = SegmentScores.score_missing, 0
 
-    def logged_pair_scores(memory, mention, span, features, weights, projection, source, required, *rest):
-        required_ids.clear()
-        required_ids.update(memory.columns()[column] for column in required)
-        return pair_scores(memory, mention, span, features, weights, projection, source, required, *rest)
+    def logged_missing(self, memory, spans, gold, position, rows):
+        nonlocal count  # base rows only: the segment's own spans join their entities during it
+        targets = set(gold.target_ids(spans[position], memory, True))
+        count += sum(row < self.num_base and memory.entity_of(memory.base_ids[row]) in targets for row in rows)
+        return score_missing(self, memory, spans, gold, position, rows)
 
-    def logged_score_against(entities, projections, priors, ids, memory, *args):
-        nonlocal count  # base rows only: a column created or updated in the segment is always scored on demand
-        count += sum(column in required_ids and column not in memory.fresh_ids for column in ids)
-        return score_against(entities, projections, priors, ids, memory, *args)
-
-    monkeypatch.setattr(model, "pair_scores", logged_pair_scores)
-    monkeypatch.setattr(model, "_score_against", logged_score_against)
+    monkeypatch.setattr(SegmentScores, "score_missing", logged_missing)
     torch.manual_seed(5)
     for loss in model.training_losses(document):
         loss.backward()
@@ -1072,15 +924,62 @@ def gold_base_rows_scored_on_demand(model: IncrementalCorefModel, document, monk
     [dict(max_top_entities=2), dict(max_top_entities=5, recent_mentions=2, entity_representation=False)],
     ids=["representation", "2_mentions"],
 )
-def test_batched_training_scores_the_gold_columns_in_the_segments_pass(monkeypatch, slots):
-    """In training each span's gold options among the entities at its segment's start are columns the segment's
-    batched pass computes (they would otherwise go through the fine FFNN on demand, span by span); without that
-    choice some are not. (A base entity can still become gold within the segment, when an earlier span of the
-    cluster joins it: K is wide enough here for none of those to be left out of the pass.)"""
+def test_training_scores_the_gold_columns_in_the_segments_static_pass(monkeypatch, slots):
+    """In training each span's gold options among the entities at its segment's start are ranked first in the
+    segment's static pass (they would otherwise be missing when chosen, and scored in a round); without that
+    ranking some are."""
     document = tiny_tensors(make_document(num_segments=12, seed=3), tiny_config())
-    model = batching_model(True, score="calibrated", loss="all_antecedents", **slots).train()
-    assert gold_base_rows_scored_on_demand(model, document, monkeypatch) == 0
-    model = batching_model(True, score="calibrated", loss="all_antecedents", **slots).train()
-    gold_columns = model.gold_columns
-    monkeypatch.setattr(model, "gold_columns", lambda *args: torch.zeros_like(gold_columns(*args)))
-    assert gold_base_rows_scored_on_demand(model, document, monkeypatch) > 0
+    values = dict(score="calibrated", loss="all_antecedents", negative_sample_rate=0.5) | slots
+    model = batching_model(**values).train()
+    assert gold_rows_scored_late(model, document, monkeypatch) == 0
+    model = batching_model(**values).train()
+    monkeypatch.setattr(SegmentScores, "gold_rows", lambda *args: {})
+    assert gold_rows_scored_late(model, document, monkeypatch) > 0
+
+
+MENTION_SLOTS = [
+    dict(),
+    dict(recent_mentions=2),
+    dict(recent_mentions=2, entity_representation=False),
+    dict(recent_mentions=2, pair_features="baseline", max_top_entities=3),
+]
+
+
+@pytest.mark.parametrize("slots", MENTION_SLOTS, ids=["representation", "and_2_mentions", "2_mentions", "baseline"])
+def test_the_gold_options_are_every_scored_column_of_the_gold_entities(monkeypatch, slots):
+    """At every training decision the options marked gold are the columns ``scored_columns`` finds for the gold
+    entities (scanning the memory), superseded base rows and dropped slots excluded, and all of them are options."""
+    document = tiny_tensors(make_document(num_segments=8, seed=6), tiny_config())
+    values = dict(loss="all_antecedents", teacher_forcing_rate=1.0, top_span_ratio=1.0)  # gold links followed
+    model = batching_model(**values, **slots).train()
+    options_of, checked = decisions_module.options_of, []
+
+    def checking(columns, scores, position, targets):
+        rows, entities, required = options_of(columns, scores, position, targets)
+        memory = columns.memory
+        found = sorted(memory.row_of(memory.columns()[column]) for column in memory.scored_columns(targets))
+        assert sorted(rows[required].tolist()) == found
+        checked.append((len(found), bool(memory.superseded), bool(memory.dropped)))
+        return rows, entities, required
+
+    monkeypatch.setattr(decisions_module, "options_of", checking)
+    for loss in model.training_losses(document):
+        loss.backward()
+    assert sum(found > 0 for found, _, _ in checked) >= 5  # gold entities found
+    assert any(superseded for _, superseded, _ in checked)
+    if slots.get("recent_mentions"):
+        assert any(found > 1 for found, _, _ in checked) and any(dropped for _, _, dropped in checked)
+
+
+@pytest.mark.parametrize("slots", [dict(), dict(recent_mentions=2, entity_representation=False)], ids=["repr", "slots"])
+def test_an_already_encoded_document_gives_the_same_decisions(slots):
+    """The model's one call of its encoder (``encode_segment``) can be skipped: the document's encoder outputs
+    ``[num_subtokens, H]``, computed elsewhere (several documents in one pass), give the same clusters."""
+    document = tiny_tensors(make_document(num_segments=4, seed=2), tiny_config())
+    model = batching_model(**slots).eval()
+    with torch.no_grad():
+        encoded = model.encoder(document.input_ids, document.attention_mask)  # [num_subtokens, H]
+        assert encoded.shape[0] == document.num_tokens
+        direct, given = model(document), model(document, encoded)
+    assert given.clusters == direct.clusters and given.memory.mentions == direct.memory.mentions
+    assert len(direct.clusters) >= 2

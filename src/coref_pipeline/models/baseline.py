@@ -140,11 +140,18 @@ class BaselineCorefModel(nn.Module):
         return self.pair_scorer.scores_where(scored, span_emb, span_emb, antecedents, features)
 
     # ---------------------------------------------------------------- forward
-    def forward(self, document: DocumentTensors, with_loss: bool = True) -> CorefOutput:
+    def encode(self, document: DocumentTensors) -> torch.Tensor:
+        """The document's subtoken representations ``[num_subtokens, H]``: the model's one call of its encoder."""
+        return self.encoder(document.input_ids, document.attention_mask, document.lengths())
+
+    def forward(
+        self, document: DocumentTensors, with_loss: bool = True, hidden: torch.Tensor | None = None
+    ) -> CorefOutput:
         """The document's spans, antecedents and scores; the loss too in training, or when the document
-        has gold mentions and ``with_loss`` (prediction passes False: it reads only the scores)."""
+        has gold mentions and ``with_loss`` (prediction passes False: it reads only the scores).
+        ``hidden``: the document already encoded (``encode``'s ``[num_subtokens, H]``); None encodes it here."""
         config = self.config
-        hidden = self.encoder(document.input_ids, document.attention_mask)  # [n, H]
+        hidden = self.encode(document) if hidden is None else hidden  # [n, H]
         num_tokens = hidden.shape[0]
         starts, ends = document.candidate_spans(
             config.max_span_width, config.word_boundary_spans, special_tokens=config.special_token_spans
@@ -241,13 +248,16 @@ def predicted_clusters(
 ) -> list[list[tuple[int, int]]]:
     """Argmax over [dummy, antecedents], clusters by following the links (as the original)."""
     best = antecedent_scores.argmax(dim=1) - 1  # [k]; -1 = dummy
-    starts_list, ends_list = starts.tolist(), ends.tolist()
+    # One read: each span's start, end, choice and antecedents.
+    rows = torch.cat([starts.unsqueeze(1), ends.unsqueeze(1), best.unsqueeze(1), antecedents], dim=1).tolist()
+    starts_list, ends_list = [row[0] for row in rows], [row[1] for row in rows]
     cluster_of: dict[tuple[int, int], int] = {}
     clusters: list[list[tuple[int, int]]] = []
-    for index, choice in enumerate(best.tolist()):
+    for index, row in enumerate(rows):
+        choice = row[2]
         if choice < 0:
             continue
-        antecedent_index = int(antecedents[index, choice])
+        antecedent_index = row[3 + choice]
         antecedent = (starts_list[antecedent_index], ends_list[antecedent_index])
         if antecedent not in cluster_of:
             cluster_of[antecedent] = len(clusters)

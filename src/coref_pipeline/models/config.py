@@ -207,7 +207,9 @@ class IncrementalConfig(SpanModelConfig):
     # Inference only, with score: calibrated, as the baseline's: a column whose coarse score (s_m of the mention
     # and of the column's + the bilinear term) is at most this is not scored by the fine FFNN (-inf). None: all are.
     min_coarse_score: float | None = None
-    # score a segment's spans against the entities at its start in one pass (same decisions); false: one span at a time
+    # No effect since issue 61 (kept so that the model directories and presets that name it load): a segment's
+    # spans are always scored in batched passes and decided on the host (models/incremental/: the same decisions
+    # as one span at a time).
     batch_per_segment: bool = True
     finetune_encoder: bool = False
     loss: str = "latest_antecedent"  # or "all_antecedents"

@@ -35,6 +35,8 @@ class DocumentTensors:
     gold_ends: torch.Tensor  # [num_gold] long
     gold_cluster_ids: torch.Tensor  # [num_gold] long, 1-based
     token_offset: int = 0  # position of this crop's first subtoken in the full document
+    # Each segment's subtokens, on the host (known without reading attention_mask back); () when not given.
+    segment_lengths: tuple[int, ...] = ()
 
     def to(self, device: torch.device | str) -> DocumentTensors:
         """The same document with every tensor on ``device``."""
@@ -57,6 +59,12 @@ class DocumentTensors:
             self.word_start[window] if word_boundaries else None,
             self.word_end[window] if word_boundaries else None,
         )
+
+    def lengths(self) -> tuple[int, ...]:
+        """Each segment's subtokens: ``segment_lengths``, or ``attention_mask`` read back when it was not given."""
+        if not self.segment_lengths:
+            return tuple(self.attention_mask.sum(dim=1).tolist())
+        return self.segment_lengths
 
     @property
     def num_tokens(self) -> int:
@@ -150,6 +158,7 @@ def tensorize(
         gold_starts=torch.tensor([s for s, _ in mentions], dtype=torch.long, device=cpu),
         gold_ends=torch.tensor([e for _, e in mentions], dtype=torch.long, device=cpu),
         gold_cluster_ids=torch.tensor([cluster_of[m] for m in mentions], dtype=torch.long, device=cpu),
+        segment_lengths=tuple(len(segment) for segment in segments),
     ).to(device)
 
 
@@ -158,10 +167,11 @@ def crop(document: DocumentTensors, max_segments: int, first_segment: int) -> Do
     if document.num_segments <= max_segments:
         return document
     last_segment = first_segment + max_segments
-    lengths = document.attention_mask.sum(dim=1)  # [num_segments]
-    token_start = int(lengths[:first_segment].sum())
-    token_stop = token_start + int(lengths[first_segment:last_segment].sum())
-    inside = (document.gold_starts >= token_start) & (document.gold_ends < token_stop)
+    lengths = document.lengths()
+    token_start = sum(lengths[:first_segment])
+    token_stop = token_start + sum(lengths[first_segment:last_segment])
+    inside = (document.gold_starts >= token_start) & (document.gold_ends < token_stop)  # [num_gold]
+    inside = inside.nonzero().squeeze(1)  # one read for the three gold tensors
     window = slice(token_start, token_stop)
     return replace(
         document,
@@ -173,10 +183,11 @@ def crop(document: DocumentTensors, max_segments: int, first_segment: int) -> Do
         special=document.special[window],
         word_start=document.word_start[window],
         word_end=document.word_end[window],
-        gold_starts=document.gold_starts[inside] - token_start,
-        gold_ends=document.gold_ends[inside] - token_start,
-        gold_cluster_ids=document.gold_cluster_ids[inside],
+        gold_starts=document.gold_starts.index_select(0, inside) - token_start,
+        gold_ends=document.gold_ends.index_select(0, inside) - token_start,
+        gold_cluster_ids=document.gold_cluster_ids.index_select(0, inside),
         token_offset=document.token_offset + token_start,
+        segment_lengths=lengths[first_segment:last_segment],
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 
@@ -66,22 +68,40 @@ class SegmentEncoder(nn.Module):
     def hidden_size(self) -> int:
         return int(self.model.config.hidden_size)
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """``[num_segments, seg_len]`` ids and mask -> ``[num_subtokens, hidden]`` (padding removed)."""
+    def forward(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, lengths: Sequence[int] | None = None
+    ) -> torch.Tensor:
+        """``[num_segments, seg_len]`` ids and mask -> ``[num_subtokens, hidden]`` (padding removed).
+
+        ``lengths``: each segment's subtokens, known on the host (``DocumentTensors.segment_lengths``): the
+        padding is then cut without reading the mask back (the same values).
+        """
         if input_ids.is_cuda:
             with attention_without_cudnn():
-                return self._encode(input_ids, attention_mask)
-        return self._encode(input_ids, attention_mask)
+                return self._encode(input_ids, attention_mask, lengths)
+        return self._encode(input_ids, attention_mask, lengths)
 
-    def _encode(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    def _encode(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, lengths: Sequence[int] | None
+    ) -> torch.Tensor:
         outputs = []
         for first in range(0, input_ids.shape[0], self.segment_batch_size):
             batch = slice(first, first + self.segment_batch_size)
             mask = attention_mask[batch]  # [batch, seg_len]
-            width = int(mask.sum(dim=1).max())  # padding past the longest segment changes nothing
-            hidden = self.model(input_ids=input_ids[batch, :width], attention_mask=mask[:, :width]).last_hidden_state
-            outputs.append(hidden[mask[:, :width].bool()])  # [tokens in batch, hidden]
-        return torch.cat(outputs, dim=0)
+            if lengths is None:
+                width = int(mask.sum(dim=1).max())  # padding past the longest segment changes nothing
+            else:
+                width = max(lengths[batch])
+            attention = mask[:, :width]  # [batch, width]
+            if lengths is not None and min(lengths[batch]) == width:
+                # No padding: no mask, which HF drops anyway once it has read it back to find it all ones.
+                attention = None
+            hidden = self.model(input_ids=input_ids[batch, :width], attention_mask=attention).last_hidden_state
+            if lengths is None:
+                outputs.append(hidden[mask[:, :width].bool()])  # [tokens in batch, hidden]
+            else:  # each segment's first tokens: slices, no read of the mask
+                outputs.extend(hidden[row, :length] for row, length in enumerate(lengths[batch]))
+        return torch.cat(outputs, dim=0) if len(outputs) > 1 else outputs[0]
 
 
 def attention_without_cudnn():

@@ -143,7 +143,13 @@ class SpanScorer(nn.Module):
         return scores.float()  # pruning ranks these: fp32 under mixed precision too
 
     def top_spans(
-        self, hidden: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, k: int, candidate_gradients: bool
+        self,
+        hidden: torch.Tensor,
+        starts: torch.Tensor,
+        ends: torch.Tensor,
+        k: int,
+        candidate_gradients: bool,
+        kept_spans: list[tuple[int, int]] | None = None,
     ) -> TopSpans:
         """Every candidate's mention score, then the ``k`` best spans that do not cross (``prune_spans``).
 
@@ -151,7 +157,8 @@ class SpanScorer(nn.Module):
         without the mention loss, or with it over the kept spans), the candidates are scored without a
         graph and the kept spans again from their g with the same dropout masks: the kept spans' scores
         and gradients are those of one pass over every candidate (to float rounding), but the backward
-        pass runs over ``k`` rows instead of every candidate's.
+        pass runs over ``k`` rows instead of every candidate's. ``kept_spans``: a list that receives the kept
+        spans' (start, end), known on the host (``prune_spans``).
         """
         width_features = self.width_features(starts, ends)  # [candidates, F]
         split = torch.is_grad_enabled() and not candidate_gradients
@@ -162,7 +169,7 @@ class SpanScorer(nn.Module):
             prior = self.width_prior()  # [W], in the graph
             with torch.no_grad():
                 scores = self.score_candidates(hidden, starts, ends, width_features, masks, prior)
-        kept = prune_spans(scores, starts, ends, k)  # [k], sorted by (start, end)
+        kept = prune_spans(scores, starts, ends, k, kept_spans)  # [k], sorted by (start, end)
         kept_starts, kept_ends = starts[kept], ends[kept]
         embeddings = self.span_embeddings(hidden, kept_starts, kept_ends, width_features[kept])  # [k, D]
         if split:

@@ -36,7 +36,8 @@ def candidate_spans(
         valid &= specials_before[clipped_ends + 1] == specials_before[starts]  # none in [start, end]
     if word_start is not None and word_end is not None:
         valid &= word_start[starts] & word_end[clipped_ends]
-    return starts[valid], ends[valid]  # [num_candidates] each, row-major = sorted by (start, end)
+    index = valid.reshape(-1).nonzero().squeeze(1)  # [num_candidates]: row-major = sorted by (start, end)
+    return starts.reshape(-1).index_select(0, index), ends.reshape(-1).index_select(0, index)
 
 
 def top_k_in_order(scores: torch.Tensor, k: int) -> torch.Tensor:
@@ -55,7 +56,9 @@ def top_k_in_order(scores: torch.Tensor, k: int) -> torch.Tensor:
     at = scores == threshold  # [rows, n]
     room = k - above.sum(dim=1, keepdim=True)  # [rows, 1]: how many equal to it are kept, lowest index first
     kept = above | (at & (at.cumsum(dim=1) <= room))  # [rows, n], k per row
-    indices = kept.nonzero()[:, 1].view(rows, k)  # [rows, k], ascending
+    # [rows, k], ascending: the k largest of (n - column) where kept (no read of the kept count, as nonzero's)
+    descending = torch.arange(scores.shape[1], 0, -1, device=scores.device)  # [n]
+    indices = torch.topk(kept * descending, k, dim=1).indices
     order = torch.sort(scores.gather(1, indices), dim=1, descending=True, stable=True).indices  # [rows, k]
     return indices.gather(1, order)
 
@@ -67,23 +70,38 @@ def bucket_distance(distances: torch.Tensor) -> torch.Tensor:
     return buckets.clamp(0, 9)
 
 
-def prune_spans(scores: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, k: int) -> torch.Tensor:
+def prune_spans(
+    scores: torch.Tensor,
+    starts: torch.Tensor,
+    ends: torch.Tensor,
+    k: int,
+    kept_spans: list[tuple[int, int]] | None = None,
+) -> torch.Tensor:
     """Indices of up to ``k`` spans in descending score, skipping any that crosses a kept span.
 
     Nesting is allowed, crossing (``s1 < s2 <= e1 < e2``) is not. The result is
     sorted by (start, end), as the original ``extract_spans`` kernel returns it.
+    ``kept_spans``: a list that receives the kept spans' (start, end), in that order (the host knows them:
+    no read back). The spans are read in chunks of the score order, one transfer each (most documents: one).
     """
     order = torch.argsort(scores.detach(), descending=True, stable=True)  # [spans]
-    num_positions = int(ends.max()) + 1 if ends.numel() else 0
-    max_end_from = [-1] * num_positions  # start -> largest end of a kept span starting there
-    min_start_to = [num_positions] * num_positions  # end -> smallest start of a kept span ending there
+    max_end_from: list[int] = []  # start -> largest end of a kept span starting there
+    min_start_to: list[int] = []  # end -> smallest start of a kept span ending there
     kept: list[tuple[int, int, int]] = []  # (start, end, index)
     chunk = max(2 * k, 256)  # spans read from the order at a time: most documents need one chunk
     for first in range(0, order.shape[0], chunk):
         if len(kept) >= k:
             break
         indices = order[first : first + chunk]
-        for index, start, end in zip(indices.tolist(), starts[indices].tolist(), ends[indices].tolist(), strict=True):
+        read = [indices, starts[indices], ends[indices]]
+        if not first:  # the positions the tables cover, with the first chunk
+            read.append(ends.max().reshape(1))
+        values = torch.cat(read).tolist()
+        if not first:
+            num_positions = values.pop() + 1
+            max_end_from, min_start_to = [-1] * num_positions, [num_positions] * num_positions
+        size = indices.shape[0]
+        for index, start, end in zip(values[:size], values[size : 2 * size], values[2 * size :], strict=True):
             if len(kept) >= k:
                 break
             # A kept span starting strictly inside this one and ending after it, or ending strictly
@@ -96,7 +114,10 @@ def prune_spans(scores: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, 
             if min_start_to[end] > start:
                 min_start_to[end] = start
     kept.sort()
-    return torch.tensor([index for _, _, index in kept], dtype=torch.long, device=scores.device)
+    if kept_spans is not None:
+        kept_spans.extend((start, end) for start, end, _ in kept)
+    indices = torch.tensor([index for _, _, index in kept], dtype=torch.long, device=torch.device("cpu"))
+    return indices.to(scores.device)
 
 
 def span_cluster_ids(
@@ -110,7 +131,7 @@ def span_cluster_ids(
     """
     if gold_starts.numel() == 0 or starts.numel() == 0:
         return torch.zeros_like(starts)
-    stride = int(torch.maximum(ends.max(), gold_ends.max())) + 1
+    stride = torch.maximum(ends.max(), gold_ends.max()) + 1  # a scalar tensor: no read back
     gold_keys, order = torch.sort(gold_starts * stride + gold_ends)  # [gold]
     keys = starts * stride + ends  # [spans]
     found = torch.searchsorted(gold_keys, keys).clamp(max=gold_keys.numel() - 1)  # [spans]

@@ -157,7 +157,7 @@ def training_step(
     before the next is computed. With several ranks the gradients accumulate locally
     and are averaged across ranks once, before the optimisers step.
     """
-    total = 0.0
+    values = []  # each loss, detached: read back once, after the step (not once per loss)
     with engine.accumulate():
         iterator = iter(losses(document))
         while True:
@@ -166,10 +166,13 @@ def training_step(
             if loss is None:
                 break
             engine.backward(loss)
-            total += float(loss.detach())
+            values.append(loss.detach())
     engine.synchronise_gradients()
     optimisers.step(gradient_clip, engine)
     bound_host_memory()  # the heap's free part kept for the next steps, within a bound
+    total = 0.0
+    for value in torch.stack([value.float() for value in values]).tolist() if values else []:
+        total += value
     return total
 
 

@@ -1,4 +1,8 @@
-"""The constant-memory incremental model of Xia, Sedoc and Van Durme (2020).
+"""A frozen copy of the incremental model as it was before issue 61 (commit 0a9ba0e, ``models/incremental.py``):
+the reference the equality tests compare today's model with. Not used by the library; do not change its
+arithmetic. Its own docstring follows.
+
+The constant-memory incremental model of Xia, Sedoc and Van Durme (2020).
 
 A document is read one segment at a time. Each segment is encoded, its
 candidate spans are scored and pruned with the baseline's span scorer, and the
@@ -582,7 +586,7 @@ class SegmentLoss:
 
     def _table_scores(
         self,
-        model: IncrementalCorefModel,
+        model: ReferenceIncrementalModel,
         embeddings: torch.Tensor,
         target_projections: torch.Tensor,
         sources: torch.Tensor | None,
@@ -643,7 +647,7 @@ class SegmentLoss:
 
     def loss(
         self,
-        model: IncrementalCorefModel,
+        model: ReferenceIncrementalModel,
         embeddings: torch.Tensor,
         target_projections: torch.Tensor,
         sources: torch.Tensor | None,
@@ -682,7 +686,7 @@ class SegmentLoss:
         return (torch.logsumexp(logits, 1) - torch.logsumexp(gold_logits, 1)).sum()
 
 
-class IncrementalCorefModel(nn.Module):
+class ReferenceIncrementalModel(nn.Module):
     """Encoder, the baseline's span and pair scorers, and the entity update network."""
 
     def __init__(self, config: IncrementalConfig, encoder: SegmentEncoder) -> None:
@@ -713,7 +717,7 @@ class IncrementalCorefModel(nn.Module):
         """Every module but the encoder (the task parameters)."""
         return [module for name, module in self.named_children() if name != "encoder"]
 
-    def train(self, mode: bool = True) -> IncrementalCorefModel:
+    def train(self, mode: bool = True) -> ReferenceIncrementalModel:
         """As ``nn.Module.train``, but a frozen encoder stays in evaluation mode (no dropout)."""
         super().train(mode)
         if not self.config.finetune_encoder:
@@ -1350,7 +1354,7 @@ class IncrementalCorefModel(nn.Module):
         yield from self.read_segments(document, segment_hidden, train=True)
 
 
-def copy_baseline_weights(model: IncrementalCorefModel, baseline_state: dict[str, torch.Tensor]) -> list[str]:
+def copy_baseline_weights(model: ReferenceIncrementalModel, baseline_state: dict[str, torch.Tensor]) -> list[str]:
     """Copy the encoder, span scorer and pair scorer weights from a baseline state dict, by name.
 
     Returns the names copied. A weight of another shape is an error naming it and

@@ -1,0 +1,139 @@
+"""A segment's greedy decisions, taken on the host over its batched scores.
+
+The read spans are taken in (start, end) order. For each, the options are the new-entity option (score
+``threshold``) and the active columns (``EntityMemory``: scored, not superseded), in column order; with
+``max_top_entities`` K and more than K columns only the gold ones (training) and the best others by coarse
+score up to K; at inference with a coarse floor only those above it. Each column scores ``value + s_m(m)``
+(``SegmentScores``); the best option wins, the first among equals: a new entity (unless ``min_mention_score``
+refuses it), or an update of the column's entity. These are the decisions of scoring one span at a time, now
+that every score they read was computed in the segment's passes.
+
+What the host does per span is a few numpy operations over the segment's score arrays; the device is
+called per span only where a decision makes a vector no pass could know in advance: an update of a scored
+entity representation (its new version, and its scores against the later spans, ``SegmentScores.version_pass``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from coref_pipeline.models.incremental.gold import GoldAntecedents
+from coref_pipeline.models.incremental.loss import SegmentLoss
+from coref_pipeline.models.incremental.memory import EntityMemory, SegmentTable, Span
+from coref_pipeline.models.incremental.scoring import SegmentScores
+
+if TYPE_CHECKING:
+    from coref_pipeline.models.incremental.model import IncrementalCorefModel
+
+
+class ActiveColumns:
+    """The scored, not superseded columns of the memory in column order: the base rows (as numpy arrays,
+    kept for the segment, a mask updated as rows are superseded) and the fresh columns (read per span)."""
+
+    def __init__(self, memory: EntityMemory) -> None:
+        self.memory = memory
+        rows, entities = memory.live_base()
+        self.base_rows = np.array(rows, dtype=np.int64)  # [b]
+        self.base_entities = np.array(entities, dtype=np.int64)  # [b]
+        self.position_of = {row: position for position, row in enumerate(rows)}
+        self.alive = np.ones(len(rows), dtype=bool)  # [b]
+        self.superseded: set[int] = set()
+
+    def current(self) -> tuple[np.ndarray, np.ndarray]:
+        """The active columns' table rows and entities, in column order."""
+        memory = self.memory
+        if len(memory.superseded) != len(self.superseded):
+            for row in memory.superseded - self.superseded:
+                if row in self.position_of:
+                    self.alive[self.position_of[row]] = False
+            self.superseded = set(memory.superseded)
+        fresh_rows, fresh_entities = memory.live_fresh()
+        rows = np.concatenate([self.base_rows[self.alive], np.array(fresh_rows, dtype=np.int64)])
+        entities = np.concatenate([self.base_entities[self.alive], np.array(fresh_entities, dtype=np.int64)])
+        return rows, entities
+
+
+def span_options(required: np.ndarray, coarse: np.ndarray | None, limit: int | None, floor: float | None) -> np.ndarray:
+    """Which of a span's active columns are its options (``[columns]`` bool): all of them, or with ``limit`` (K)
+    and more than K, the ``required`` ones (gold, in training) and the best others by ``coarse`` score (``[columns]``;
+    the first among equals) up to K; then at inference only those whose coarse score is above ``floor``."""
+    keep = np.ones(required.shape[0], dtype=bool)
+    if limit is not None and required.shape[0] > limit:
+        others = np.flatnonzero(~required)
+        best = others[np.argsort(-coarse[others], kind="stable")]
+        keep = required.copy()
+        keep[best[: max(0, limit - int(required.sum()))]] = True
+    if floor is not None:
+        keep &= coarse > floor
+    return keep
+
+
+def options_of(
+    columns: ActiveColumns, scores: SegmentScores, position: int, targets: Sequence[int]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The options of the read span at ``position`` (``span_options`` of the active columns): their table rows,
+    their entities and which are gold (their entity among ``targets``), in column order."""
+    rows, entities = columns.current()
+    required = np.isin(entities, targets)  # [columns]: the gold columns, always among the options
+    coarse = scores.coarse[position, rows] if scores.coarse is not None else None
+    floor = scores.floors[position] if scores.floors is not None else None
+    keep = span_options(required, coarse, scores.limit, floor)
+    return rows[keep], entities[keep], required[keep]
+
+
+def decide_segment(
+    model: IncrementalCorefModel,
+    memory: EntityMemory,
+    table: SegmentTable,
+    scores: SegmentScores,
+    spans: Sequence[Span],
+    embeddings: torch.Tensor,
+    projections: torch.Tensor,
+    mention_scores: torch.Tensor,
+    gold: GoldAntecedents | None = None,
+    loss: SegmentLoss | None = None,
+) -> None:
+    """Decide each read span of the segment in turn (``spans``, global offsets; ``embeddings`` ``[n, D]``,
+    ``projections`` ``[n, ffnn]`` and ``mention_scores`` ``[n]`` theirs) and update ``memory``; in training
+    (``gold`` and ``loss`` given) record each decision's options in ``loss``."""
+    config = model.config
+    all_antecedents = config.loss == "all_antecedents"
+    threshold = np.float32(config.threshold)
+    columns = ActiveColumns(memory)
+    for position, span in enumerate(spans):
+        mention_score = scores.mention_scores[position]
+        if not memory.active:
+            if model.may_start_entity(float(mention_score)):
+                memory.add(span, table.span_row(position))
+            continue
+        targets = gold.target_ids(span, memory, all_antecedents) if gold is not None else []
+        rows, entities, required = options_of(columns, scores, position, targets)
+        missing = scores.flat[position, rows] < 0
+        if missing.any():
+            scores.score_missing(memory, spans, gold, position, rows[missing])
+        logits = scores.value[position, rows] + mention_score  # float32, as the scores are added on the device
+        best_option = int(np.argmax(np.concatenate([[threshold], logits])))  # 0: a new entity
+        entity_id = int(entities[best_option - 1]) if best_option else None
+        if loss is not None:
+            loss.record(position, scores.flat[position, rows], required)
+            if config.teacher_forcing_rate > 0 and float(torch.rand((), device="cpu")) < config.teacher_forcing_rate:
+                entity_id = targets[0] if targets else None
+        if entity_id is None:
+            if model.may_start_entity(float(mention_score)):
+                memory.add(span, table.span_row(position))
+            continue
+        representation_row = None
+        if config.entity_representation:
+            entity, projection, _ = table.vectors(memory.row_of(entity_id))  # [D], [ffnn]
+            mention = embeddings[position]  # [D]
+            alpha = model.update_weight(entity, mention, len(memory.mentions[entity_id]))
+            entity = alpha * entity + (1 - alpha) * mention
+            projection = alpha * projection + (1 - alpha) * projections[position]
+            representation_row = table.add_version(entity, projection, mention_scores[position])
+            scores.version_pass(position, representation_row, entity, projection, mention_scores[position])
+        # else the representation is never scored: UPDATE is skipped (it would change nothing scored)
+        memory.update(entity_id, span, representation_row, table.span_row(position))

@@ -1,0 +1,331 @@
+"""The incremental model's module: its weights, how it reads a document segment by segment, and its start from
+the baseline."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Generator, Iterator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+from torch import nn
+
+from coref_pipeline.models.config import IncrementalConfig, require_resolved
+from coref_pipeline.models.document import DocumentTensors
+from coref_pipeline.models.encoder import SegmentEncoder
+from coref_pipeline.models.incremental.decisions import decide_segment
+from coref_pipeline.models.incremental.features import PairFeatures
+from coref_pipeline.models.incremental.gold import GoldAntecedents
+from coref_pipeline.models.incremental.loss import SegmentLoss
+from coref_pipeline.models.incremental.memory import EntityMemory, Span
+from coref_pipeline.models.incremental.scoring import SegmentScores, host_tensor
+from coref_pipeline.models.layers import FFNN
+from coref_pipeline.models.scorers import PairScorer, SpanScorer
+from coref_pipeline.models.spans import gold_mention_loss
+
+logger = logging.getLogger(__name__)
+
+# A document's encoder outputs, given to the model: a function of a segment's index (``[segment_len, H]``: a
+# cache), or the whole document's ``[num_subtokens, H]``, already encoded (several documents in one pass).
+EncodedSegments = Callable[[int], torch.Tensor] | torch.Tensor
+
+
+@dataclass
+class IncrementalOutput:
+    """What the model did with one document."""
+
+    clusters: list[list[Span]]  # entities with two or more mentions (subtoken spans)
+    loss: float | None  # training objective summed over the document (None at inference without gold)
+    memory: EntityMemory
+    kept_spans: list[Span]
+
+
+class SegmentSpans(NamedTuple):
+    """``IncrementalCorefModel.segment_spans``: one segment's kept spans."""
+
+    starts: torch.Tensor  # [k]: local to the segment
+    ends: torch.Tensor  # [k]
+    embeddings: torch.Tensor  # [k, D]
+    mention_scores: torch.Tensor  # [k]
+    mention_loss: torch.Tensor | None  # with train and mention_loss_coef: the weighted mention loss
+    spans: list[Span]  # the same spans in the document's offsets, on the host (known without a read)
+
+
+class IncrementalCorefModel(nn.Module):
+    """Encoder, the baseline's span and pair scorers, and the entity update network."""
+
+    def __init__(self, config: IncrementalConfig, encoder: SegmentEncoder) -> None:
+        super().__init__()
+        require_resolved(config)
+        self.config = config
+        self.encoder = encoder
+        self.span_scorer = SpanScorer(config, encoder.hidden_size)
+        self.span_dim = self.span_scorer.span_dim
+        # With a frozen encoder, h_start and h_end (g's first columns) take no gradient, unless a learned update
+        # mixes them into the entity representations it scores.
+        mixed = config.entity_representation and config.update == "learned"
+        fixed = 0 if config.finetune_encoder or mixed else 2 * encoder.hidden_size
+        self.pair_scorer = PairScorer(config, self.span_dim, fixed_columns=fixed)
+        # alpha = sigmoid(FFNN([e; m])): one hidden layer, ReLU (new, not in the baseline).
+        self.alpha = FFNN(2 * self.span_dim, config.alpha_hidden_size, 1, 1, config.dropout_rate)
+        if self.uses_coarse:  # the baseline's coarse bilinear W (copied from it)
+            self.src_projection = nn.Linear(self.span_dim, self.span_dim)
+        if not config.finetune_encoder:
+            self.encoder.requires_grad_(False)
+
+    @property
+    def uses_coarse(self) -> bool:
+        """Whether the score or the entity pre-filter needs the baseline's coarse bilinear term."""
+        return self.config.score == "calibrated" or self.config.max_top_entities is not None
+
+    def task_modules(self) -> list[nn.Module]:
+        """Every module but the encoder (the task parameters)."""
+        return [module for name, module in self.named_children() if name != "encoder"]
+
+    def train(self, mode: bool = True) -> IncrementalCorefModel:
+        """As ``nn.Module.train``, but a frozen encoder stays in evaluation mode (no dropout)."""
+        super().train(mode)
+        if not self.config.finetune_encoder:
+            self.encoder.eval()
+        return self
+
+    # ---------------------------------------------------------------- pieces
+    def encode_segment(self, document: DocumentTensors, index: int) -> torch.Tensor:
+        """One segment's subtoken representations: ``[segment_len, H]`` (the model's one call of its encoder)."""
+        length = document.lengths()[index]
+        ids = document.input_ids[index : index + 1, :length]
+        mask = document.attention_mask[index : index + 1, :length]
+        if self.config.finetune_encoder and self.training:
+            return self.encoder(ids, mask, [length])
+        with torch.no_grad():
+            return self.encoder(ids, mask, [length])
+
+    def segment_outputs(
+        self, document: DocumentTensors, encoded: EncodedSegments | None = None
+    ) -> Callable[[int], torch.Tensor]:
+        """Segment ``i``'s encoder output ``[segment_len, H]`` as a function of ``i``: from ``encoded`` (a function
+        of the index, or the document's ``[num_subtokens, H]``), or ``encode_segment``."""
+        if encoded is None:
+            return lambda index: self.encode_segment(document, index)
+        if callable(encoded):
+            return encoded
+        lengths = document.lengths()
+        starts = [sum(lengths[:index]) for index in range(len(lengths))]
+        return lambda index: encoded[starts[index] : starts[index] + lengths[index]]
+
+    def segment_spans(
+        self, document: DocumentTensors, hidden: torch.Tensor, offset: int, train: bool = False
+    ) -> SegmentSpans:
+        """Kept spans of one segment (``hidden`` ``[segment_len, H]`` its encoder output, ``offset`` its first
+        subtoken's position), with their embeddings and mention scores, and with ``train`` and
+        ``mention_loss_coef`` the weighted mention loss of its candidates or of its kept spans
+        (``mention_loss_spans``)."""
+        config = self.config
+        length = hidden.shape[0]
+        window = slice(offset, offset + length)
+        starts, ends = document.candidate_spans(
+            config.max_span_width, config.word_boundary_spans, window, config.special_token_spans
+        )
+        if starts.numel() == 0:
+            empty = torch.zeros(0, dtype=torch.long, device=hidden.device)
+            return SegmentSpans(empty, empty, hidden.new_zeros(0, self.span_dim), hidden.new_zeros(0), None, [])
+        k = max(1, min(int(length * config.top_span_ratio), starts.shape[0]))
+        with_loss = train and bool(config.mention_loss_coef)
+        over_candidates = config.mention_loss_spans == "candidates"
+        kept_spans: list[Span] = []
+        candidate_scores, kept, scores, embeddings = self.span_scorer.top_spans(
+            hidden, starts, ends, k, candidate_gradients=with_loss and over_candidates, kept_spans=kept_spans
+        )  # [candidates], [k], [k], [k, D]
+        mention_loss = None
+        if with_loss:
+            if over_candidates:
+                loss_starts, loss_ends, loss_scores = starts, ends, candidate_scores
+            else:
+                loss_starts, loss_ends, loss_scores = starts[kept], ends[kept], scores
+            mention_loss = config.mention_loss_coef * gold_mention_loss(
+                loss_starts + offset, loss_ends + offset, loss_scores, document.gold_starts, document.gold_ends
+            )
+        spans = [(start + offset, end + offset) for start, end in kept_spans]
+        return SegmentSpans(starts[kept], ends[kept], embeddings, scores, mention_loss, spans)
+
+    def update_weight(self, entity: torch.Tensor, mention: torch.Tensor, size: int) -> torch.Tensor | float:
+        """UPDATE's ``a`` in ``e <- a e + (1 - a) m``: ``sigmoid(FFNN([e; m]))``, or ``size / (size + 1)`` (mean).
+
+        The pair scorer's candidate projection is linear, so it updates with the same ``a``.
+        """
+        if self.config.update == "mean":
+            return size / (size + 1)
+        return torch.sigmoid(self.alpha(torch.cat([entity, mention]))).squeeze(0)  # scalar
+
+    def sampled_spans(self, spans: Sequence[Span], gold: GoldAntecedents) -> list[int]:
+        """The rows of the spans a training pass reads: every gold span and, with ``negative_sample_rate`` r < 1,
+        each other span with probability r (one host-side draw per span, made before any is read, so that
+        the segment's passes score only these)."""
+        rate = self.config.negative_sample_rate
+        if rate >= 1.0:
+            return list(range(len(spans)))
+        draws = torch.rand(len(spans), device="cpu").tolist()
+        return [index for index, span in enumerate(spans) if draws[index] < rate or gold.is_gold(span)]
+
+    def coarse_floors(self, mention_scores: torch.Tensor) -> torch.Tensor | None:
+        """At inference with ``min_coarse_score`` F, each span's least coarse score (prior + bilinear) for a column
+        to go through the fine FFNN: ``F - s_m(m)`` ``[k]``, so that a pair's whole coarse score s_m(m) + s_m(j) +
+        bilinear must exceed F, as the baseline's floor; None in training or without the setting."""
+        if self.training or self.config.min_coarse_score is None:
+            return None
+        return self.config.min_coarse_score - mention_scores.detach().float()
+
+    def may_start_entity(self, mention_score: float) -> bool:
+        """False for a span too unlikely a mention to start an entity (``min_mention_score``; it may join one)."""
+        threshold = self.config.min_mention_score
+        return threshold is None or mention_score >= threshold
+
+    def resolve_spans(
+        self,
+        memory: EntityMemory,
+        starts: Sequence[int],
+        ends: Sequence[int],
+        embeddings: torch.Tensor,
+        mention_scores: torch.Tensor,
+        features: PairFeatures,
+        gold: GoldAntecedents | None = None,
+        train: bool = False,
+    ) -> torch.Tensor | None:
+        """Greedy decisions for one segment's spans in order (global subtoken offsets, host lists; ``embeddings``
+        ``[k, D]``, ``mention_scores`` ``[k]``); the summed loss when ``train``.
+
+        The segment's scores are computed in batched passes (``SegmentScores``), the decisions taken on the host
+        over them (``decide_segment``), and in training the loss gathered from the passes, which ran with
+        gradients (``SegmentLoss``). Training reads every gold span and the non-gold ones ``sampled_spans`` keeps.
+        The segment is begun on ``memory`` here; the caller ends it (``EntityMemory.end_segment``).
+        """
+        weights = self.pair_scorer.first_layer_parts()
+        target_projections = self.pair_scorer.project_targets(embeddings, weights)  # [k, ffnn]
+        candidate_projections = self.pair_scorer.project_candidates(embeddings, weights)  # [k, ffnn]
+        sources = self.src_projection(embeddings) if self.uses_coarse else None  # [k, D]
+        spans = list(zip(starts, ends, strict=True))
+        read = self.sampled_spans(spans, gold) if train and gold is not None else list(range(len(spans)))
+        floors = self.coarse_floors(mention_scores)  # [k] or None
+        tensors = [embeddings, target_projections, candidate_projections, sources, mention_scores, floors]
+        if len(read) < len(spans):
+            rows = host_tensor(read, embeddings.device)  # [n]
+            tensors = [tensor.index_select(0, rows) if tensor is not None else None for tensor in tensors]
+        embeddings, target_projections, candidate_projections, sources, mention_scores, floors = tensors  # [n, .]
+        read_spans = [spans[index] for index in read]
+        table = memory.begin_segment(embeddings, candidate_projections, mention_scores)
+        scores = SegmentScores(
+            self,
+            memory,
+            table,
+            read_spans,
+            embeddings,
+            target_projections,
+            sources,
+            mention_scores,
+            features,
+            weights,
+            floors,
+        )
+        gold = gold if train else None
+        loss = SegmentLoss() if gold is not None else None
+        scores.static_pass(memory, read_spans, gold)
+        decide_segment(
+            self, memory, table, scores, read_spans, embeddings, candidate_projections, mention_scores, gold, loss
+        )
+        if loss:
+            return loss.loss(scores, mention_scores, self.config.threshold)
+        return None
+
+    # ---------------------------------------------------------------- forward
+    def read_segments(
+        self,
+        document: DocumentTensors,
+        segment_hidden: EncodedSegments | None = None,
+        train: bool = False,
+    ) -> Generator[torch.Tensor, None, IncrementalOutput]:
+        """Read the document segment by segment; yield each segment's loss, return the output.
+
+        With ``train`` each segment's summed loss is yielded once its decisions are
+        made (segments without a loss yield nothing). The caller backpropagates it
+        before asking for the next segment: the entities are then detached
+        (truncated backpropagation), so memory does not grow with the document.
+        ``segment_hidden`` may supply the encoder's outputs (``segment_outputs``: a cache for a
+        frozen encoder, or the document already encoded).
+        """
+        config = self.config
+        memory = EntityMemory(config.recent_mentions, config.entity_representation)
+        gold = GoldAntecedents(document) if train else None
+        features = PairFeatures.of_document(document, config)
+        hidden_of = self.segment_outputs(document, segment_hidden)
+        losses: list[torch.Tensor] = []  # each segment's, detached: read once, at the end
+        kept_spans: list[Span] = []
+        offset = 0
+        for index, length in enumerate(document.lengths()):
+            found = self.segment_spans(document, hidden_of(index), offset, train)
+            for span in found.spans:
+                features.rank_of_span[span] = len(kept_spans)
+                kept_spans.append(span)
+            starts, ends = [start for start, _ in found.spans], [end for _, end in found.spans]
+            loss = self.resolve_spans(
+                memory, starts, ends, found.embeddings, found.mention_scores, features, gold, train
+            )
+            if found.mention_loss is not None:
+                loss = found.mention_loss if loss is None else loss + found.mention_loss
+            if loss is not None:
+                if loss.requires_grad:
+                    yield loss
+                losses.append(loss.detach())
+            offset += length
+            if train and not config.evict_in_training:
+                memory.end_segment()
+            else:
+                memory.end_segment(offset, config.evict_singleton_distance, config.evict_distance)
+        total_loss = sum(torch.stack([loss.float() for loss in losses]).tolist()) if losses else 0.0
+        total_loss = total_loss if train else None
+        return IncrementalOutput(memory.clusters(), total_loss, memory, kept_spans)
+
+    def forward(self, document: DocumentTensors, segment_hidden: EncodedSegments | None = None) -> IncrementalOutput:
+        """The model's decisions on a whole document (inference: no loss is backpropagated)."""
+        reader = self.read_segments(document, segment_hidden)
+        while True:
+            try:
+                next(reader)
+            except StopIteration as finished:
+                return finished.value
+
+    def training_losses(
+        self, document: DocumentTensors, segment_hidden: EncodedSegments | None = None
+    ) -> Iterator[torch.Tensor]:
+        """Each segment's training loss in turn, to be backpropagated before the next is computed."""
+        yield from self.read_segments(document, segment_hidden, train=True)
+
+
+def copy_baseline_weights(model: IncrementalCorefModel, baseline_state: dict[str, torch.Tensor]) -> list[str]:
+    """Copy the encoder, span scorer and pair scorer weights from a baseline state dict, by name.
+
+    Returns the names copied. A weight of another shape is an error naming it and
+    both shapes; the update network (``alpha``) is new and stays as initialised.
+    """
+    own = model.state_dict()
+    copied = []
+    mismatched = []
+    missing = []
+    for name, tensor in own.items():
+        if not name.startswith(("encoder.", "span_scorer.", "pair_scorer.", "src_projection.")):
+            continue
+        if name not in baseline_state:
+            missing.append(name)
+            continue
+        if baseline_state[name].shape != tensor.shape:
+            mismatched.append(f"{name}: baseline {tuple(baseline_state[name].shape)}, configured {tuple(tensor.shape)}")
+            continue
+        copied.append(name)
+    if mismatched or missing:
+        details = "; ".join(mismatched + [f"{name}: not in the baseline" for name in missing])
+        raise ValueError(f"the baseline's weights do not fit the incremental model's configuration ({details})")
+    with torch.no_grad():
+        for name in copied:
+            own[name].copy_(baseline_state[name])
+    logger.info("Copied %d weights from the baseline; the update network is new", len(copied))
+    return copied

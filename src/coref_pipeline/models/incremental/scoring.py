@@ -1,0 +1,297 @@
+"""A segment's scores: each read span against the columns it may choose, in a few batched passes.
+
+The decisions (``decisions.py``) read these scores on the host, span by span; the passes that compute them
+are batched over the whole segment, so a segment issues a bounded number of operator calls and host reads
+whatever its number of spans:
+
+1. *Coarse pass.* The coarse bilinear term of every read span against every *static* row of the segment's
+   ``SegmentTable`` (the base rows and the read spans themselves: every column the segment can hold but the
+   versions its updates make), read back with the mention scores (and the coarse floors) in one transfer.
+2. *Static pass.* The fine FFNN over the pairs the decisions will read: each span against every scored base row
+   and every earlier read span, or, with ``max_top_entities`` K, its K + ``PREFILTER_MARGIN`` best of those by
+   coarse score (in training its gold ones first); at inference with ``min_coarse_score`` only the pairs above
+   the floor. One pass, read back in one transfer.
+3. *Version pass* (scored entity representations only): each update's new representation against the
+   segment's later spans, once per update (the update network's output is known only once the span joined).
+4. *Missing pairs* (K only): a span may choose a static column its pass did not score (the next in line when
+   better ones left: superseded, dropped slots). They are scored in rounds, each also scoring every later span's
+   next best columns, twice as many each round, so that a segment has at most about log2(its columns / K) rounds.
+
+In training every pass runs with gradients: the segment's loss (``loss.py``) gathers the options each span had
+from the passes' outputs (``flat``). Each value is what scoring that pair alone gives, to float rounding: the
+fine FFNN's GEMMs take other shapes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from coref_pipeline.models.incremental.features import PairFeatures
+from coref_pipeline.models.incremental.gold import GoldAntecedents
+from coref_pipeline.models.incremental.memory import EntityMemory, SegmentTable, Span
+
+if TYPE_CHECKING:
+    from coref_pipeline.models.incremental.model import IncrementalCorefModel
+
+# Most elements of one fine-FFNN input ([pairs, span_dim + ffnn]) per chunk of pairs at inference: 2**23 floats,
+# 32 MB in fp32, so that inference memory does not grow with the spans times the columns. In training the
+# graph keeps every pair's activations anyway: one pass.
+BASE_SCORE_CHUNK_ELEMENTS = 2**23
+# With max_top_entities K, the static pass scores each span's K best columns by coarse score and this share
+# more: columns leave the running during the segment (superseded, dropped slots), and the next in line are
+# then already scored.
+PREFILTER_MARGIN = 0.1
+CPU = torch.device("cpu")
+
+
+def to_host(tensor: torch.Tensor) -> np.ndarray:
+    """A tensor's values on the host: the one way a segment's scores are read back (one transfer)."""
+    return tensor.detach().cpu().numpy()
+
+
+def host_tensor(values: np.ndarray | Sequence, device: torch.device, dtype: torch.dtype = torch.long) -> torch.Tensor:
+    """Host values as a tensor on ``device``: built on the CPU, whatever the default device, then moved."""
+    return torch.as_tensor(np.asarray(values), dtype=dtype, device=CPU).to(device)
+
+
+class SegmentScores:
+    """What a segment's decisions read, on the host, and the tensors the loss gathers from.
+
+    Host arrays over ``[read spans, table.width]`` (the segment's table rows: static, then versions):
+    ``coarse`` (the pre-filter's ranking score: the bilinear term plus the row's prior; only with
+    ``max_top_entities`` or a coarse floor), ``value`` (the column's score for the span: the fine FFNN,
+    plus with ``score: calibrated`` the prior and the bilinear term; NaN where not computed) and ``flat``
+    (the value's position in ``flat_scores()``, -1 where not computed).
+    """
+
+    def __init__(
+        self,
+        model: IncrementalCorefModel,
+        memory: EntityMemory,
+        table: SegmentTable,
+        spans: Sequence[Span],
+        embeddings: torch.Tensor,
+        target_projections: torch.Tensor,
+        sources: torch.Tensor | None,
+        mention_scores: torch.Tensor,
+        features: PairFeatures,
+        weights: tuple[torch.Tensor, ...],
+        floors: torch.Tensor | None = None,
+    ) -> None:
+        """``spans`` (global offsets), ``embeddings`` ``[n, D]``, ``target_projections`` ``[n, ffnn]``,
+        ``sources`` ``[n, D]`` (the coarse projection, None without it), ``mention_scores`` ``[n]``: the
+        segment's read spans; ``floors`` ``[n]``: ``coarse_floors`` (inference with ``min_coarse_score``)."""
+        config = model.config
+        self.model = model
+        self.table = table
+        self.features = features
+        self.weights = weights
+        self.embeddings = embeddings
+        self.target_projections = target_projections
+        self.sources = sources
+        self.device = embeddings.device
+        self.calibrated = config.score == "calibrated"
+        self.limit = config.max_top_entities
+        n, num_base = len(spans), table.num_base
+        # Positions (PairFeatures.positions) of the read spans and of the static rows' anchors, moved at once.
+        self.located_host = features.positions(spans)
+        base_anchors = features.positions([memory.anchor(column_id) for column_id in memory.base_ids])
+        positions = host_tensor(self.located_host + base_anchors + self.located_host, self.device).reshape(-1, 2)
+        self.located, self.static_anchors = positions[:n], positions[n:]  # [n, 2], [B + n, 2]
+        self.static_embeddings, self.static_projections, self.static_priors = table.static()  # [B + n, .]
+        self.bilinear = None  # [n, B + n]: the coarse term, in the graph with the calibrated score
+        if model.uses_coarse:
+            with torch.set_grad_enabled(torch.is_grad_enabled() and self.calibrated):
+                self.bilinear = (sources @ self.static_embeddings.T).float()
+        # 1. The mention scores, the floors and the coarse scores in one read.
+        ranks = self.limit is not None or floors is not None
+        read = [mention_scores.detach().float()] + ([floors.float()] if floors is not None else [])
+        if ranks:
+            read.append((self.bilinear.detach() + self.static_priors.detach().float()).reshape(-1))
+        values = to_host(torch.cat(read)) if n else np.zeros(0, dtype=np.float32)
+        self.mention_scores = values[:n]  # [n]
+        self.floors = values[n : 2 * n] if floors is not None else None  # [n]
+        width = table.width
+        self.coarse = None  # [n, width]
+        if ranks:
+            self.coarse = np.full((n, width), -np.inf, dtype=np.float32)
+            self.coarse[:, : table.num_static] = values[len(values) - n * table.num_static :].reshape(n, -1)
+        self.value = np.full((n, width), np.nan, dtype=np.float32)
+        self.flat = np.full((n, width), -1, dtype=np.int64)
+        self.parts: list[torch.Tensor] = []  # each pass's values, in the graph in training
+        self.size = 0  # elements in ``parts``
+        self.rounds = 0  # passes for missing pairs
+        self.scored_base = np.array(
+            [memory.is_scored(column_id) for column_id in memory.base_ids], dtype=bool
+        )  # [B]: the base rows that are ever scored
+        self.num_base = num_base
+
+    # ------------------------------------------------------------------ passes
+    def _record(self, positions: np.ndarray, rows: np.ndarray, scores: torch.Tensor, host: np.ndarray) -> None:
+        """Keep a pass's ``scores`` ``[P]`` (values ``host``) for the pairs ``(positions, rows)``."""
+        self.value[positions, rows] = host
+        self.flat[positions, rows] = self.size + np.arange(len(positions))
+        self.parts.append(scores)
+        self.size += len(positions)
+
+    def _static_values(self, positions: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """The values of the pairs (read span ``positions`` ``[P]``, static ``rows`` ``[P]``): ``[P]``."""
+        scorer = self.model.pair_scorer
+        total = positions.shape[0]
+        width = self.static_embeddings.shape[1] + self.target_projections.shape[1]
+        step = total if torch.is_grad_enabled() else max(1, BASE_SCORE_CHUNK_ELEMENTS // max(1, width))
+        chunks = []
+        for first in range(0, total, step):
+            span_rows, table_rows = positions[first : first + step], rows[first : first + step]  # [p] each
+            anchors = self.static_anchors.index_select(0, table_rows).unsqueeze(1)  # [p, 1, 2]
+            chunks.append(
+                scorer.scores(
+                    self.embeddings.index_select(0, span_rows),  # [p, D]: each pair its own target
+                    self.static_embeddings,
+                    table_rows.unsqueeze(1),  # [p, 1]
+                    self.features(scorer, self.located.index_select(0, span_rows), anchors),  # [p, 1, F]
+                    candidate_projection=self.static_projections,
+                    parts=self.weights,
+                    target_projection=self.target_projections.index_select(0, span_rows),
+                ).squeeze(1)
+            )
+        fine = torch.cat(chunks) if len(chunks) > 1 else chunks[0]  # [P]
+        if self.calibrated:  # the baseline's s_m(j) and coarse terms
+            bilinear = self.bilinear.reshape(-1).index_select(0, positions * self.table.num_static + rows)  # [P]
+            fine = fine + self.static_priors.index_select(0, rows) + bilinear
+        return fine
+
+    def score_static(self, positions: np.ndarray, rows: np.ndarray) -> None:
+        """Score the pairs (read span ``positions``, static ``rows``) in one pass, read back in one transfer."""
+        if not len(positions):
+            return
+        pairs = host_tensor(np.stack([positions, rows]), self.device)  # [2, P]
+        scores = self._static_values(pairs[0], pairs[1])  # [P]
+        self._record(positions, rows, scores, to_host(scores))
+
+    def static_pass(self, memory: EntityMemory, spans: Sequence[Span], gold: GoldAntecedents | None) -> None:
+        """2. Score the static pairs the decisions will read (module docstring)."""
+        n = len(spans)
+        if not n:
+            return
+        potential = self.potential()  # [n, B + n]
+        if self.limit is not None:
+            scored = self.limit + math.ceil(self.limit * PREFILTER_MARGIN)
+            if scored < self.table.num_static:
+                ranking = np.where(potential, self.coarse[:, : self.table.num_static], -np.inf)  # [n, B + n]
+                if gold is not None:  # the gold columns first: the decisions require them
+                    for position, rows in self.gold_rows(memory, spans, gold, 0).items():
+                        ranking[position, rows] = np.inf
+                best = np.argpartition(-ranking, scored - 1, axis=1)[:, :scored]  # [n, K + margin]
+                chosen = np.zeros_like(potential)
+                np.put_along_axis(chosen, best, True, axis=1)
+                potential &= chosen
+        if self.floors is not None:  # inference: only the pairs above the floor go through the fine FFNN
+            potential &= self.coarse[:, : self.table.num_static] > self.floors[:, None]
+        self.score_static(*np.nonzero(potential))
+
+    def potential(self) -> np.ndarray:
+        """``[n, B + n]`` bool: the static rows each read span may choose: every scored base row and every
+        earlier read span (the new entity or the slot it becomes)."""
+        n, num_base = len(self.located_host), self.num_base
+        base = np.broadcast_to(self.scored_base, (n, num_base))
+        earlier = np.tri(n, n, -1, dtype=bool)  # [n, n]: j < i
+        return np.concatenate([base, earlier], axis=1)
+
+    def gold_rows(
+        self, memory: EntityMemory, spans: Sequence[Span], gold: GoldAntecedents, first: int
+    ) -> dict[int, list[int]]:
+        """For each read span from ``first`` on, the static rows that hold its gold options or may: the live
+        columns of the entities holding an earlier mention of its gold cluster (``GoldAntecedents.target_ids``),
+        and the rows of its cluster's earlier mentions read in this segment since ``first`` (which entity each
+        joins is decided later)."""
+        position_of = {span: position for position, span in enumerate(spans)}
+        columns = memory.columns()
+        found: dict[int, list[int]] = {}
+        for position in range(first, len(spans)):
+            span = spans[position]
+            if not gold.is_gold(span):
+                continue
+            targets = gold.target_ids(span, memory, True)
+            rows = [memory.row_of(columns[column]) for column in memory.scored_columns(targets)]
+            for antecedent in gold.earlier.get(span, []):
+                earlier = position_of.get(antecedent)
+                if earlier is not None and first <= earlier < position:
+                    rows.append(self.table.span_row(earlier))
+            rows = [row for row in rows if row < self.table.num_static]
+            if rows:
+                found[position] = rows
+        return found
+
+    def version_pass(
+        self, position: int, row: int, embedding: torch.Tensor, projection: torch.Tensor, prior: torch.Tensor
+    ) -> None:
+        """3. The representation ``row`` (``[D]``, ``[ffnn]``, a scalar; made by the read span at ``position``,
+        which is its anchor) against every later read span: one pass, one read."""
+        later = slice(position + 1, len(self.located_host))
+        count = len(self.located_host) - position - 1
+        if count <= 0:
+            return
+        scorer = self.model.pair_scorer
+        anchor = self.located[position].view(1, 1, 2)
+        fine = scorer.scores(
+            self.embeddings[later],  # [m, D]
+            embedding.unsqueeze(0),  # [1, D]
+            torch.zeros(count, 1, dtype=torch.long, device=self.device),  # [m, 1]
+            self.features(scorer, self.located[later], anchor),  # [m, 1, F]
+            candidate_projection=projection.unsqueeze(0),
+            parts=self.weights,
+            target_projection=self.target_projections[later],
+        ).squeeze(1)  # [m]
+        read = [fine]
+        if self.model.uses_coarse:
+            bilinear = (self.sources[later] @ embedding).float()  # [m]
+            if self.calibrated:
+                fine = fine + prior + bilinear
+                read = [fine]
+            if self.coarse is not None:
+                read.append(bilinear.detach() + prior.detach().float())
+        host = to_host(torch.cat(read) if len(read) > 1 else read[0])
+        positions = np.arange(position + 1, len(self.located_host))
+        rows = np.full(count, row)
+        if self.coarse is not None:
+            self.coarse[positions, row] = host[count:]
+        self._record(positions, rows, fine, host[:count])
+
+    def score_missing(
+        self, memory: EntityMemory, spans: Sequence[Span], gold: GoldAntecedents | None, position: int, rows: np.ndarray
+    ) -> None:
+        """4. Score the static ``rows`` the span at ``position`` chose without their score, and every later span's
+        next best static columns (their best ``2**rounds`` times K + margin among the live ones and the spans
+        read from ``position`` on, by coarse score, gold first): one pass, one read."""
+        self.rounds += 1
+        n, num_static = len(spans), self.table.num_static
+        live_rows = memory.live_base()[0] + [row for row in memory.live_fresh()[0] if row < num_static]
+        # [m, B + n]: for each span from ``position`` on, the live static columns and the spans read since
+        # ``position`` before it (an earlier span's row is a live column now or never again)
+        candidates = np.zeros((n - position, num_static), dtype=bool)
+        candidates[:, self.num_base + position : self.num_base + n] = np.tri(n - position, n - position, -1, dtype=bool)
+        candidates[:, live_rows] = True
+        ranking = np.where(candidates, self.coarse[position:, :num_static], -np.inf)
+        if gold is not None:
+            for at, gold_rows in self.gold_rows(memory, spans, gold, position).items():
+                ranking[at - position, gold_rows] = np.inf
+        take = min(num_static, (self.limit + math.ceil(self.limit * PREFILTER_MARGIN)) * 2**self.rounds)
+        best = np.argpartition(-ranking, take - 1, axis=1)[:, :take]  # [m, take]
+        wanted = np.zeros_like(candidates)
+        np.put_along_axis(wanted, best, True, axis=1)
+        wanted &= candidates & (self.flat[position:, :num_static] < 0)
+        wanted[0, rows] = True
+        at, found = np.nonzero(wanted)
+        self.score_static(at + position, found)
+
+    # --------------------------------------------------------------------- loss
+    def flat_scores(self) -> torch.Tensor:
+        """Every value the passes computed, in their order, then one -inf (a padding option): ``[size + 1]``."""
+        padding = torch.full((1,), float("-inf"), device=self.device)
+        return torch.cat([*self.parts, padding])

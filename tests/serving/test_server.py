@@ -217,3 +217,48 @@ def test_the_page_in_a_headless_browser_shows_the_clusters_of_a_pasted_text(serv
     assert all(len(found) == 1 and "0, 0, 0, 0" not in next(iter(found)) for found in colours.values())
     assert len({next(iter(found)) for found in colours.values()}) == min(len(colours), 8)
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 5000
+
+
+def test_requests_that_arrive_together_are_read_at_once_each_answered_alone(tmp_path, monkeypatch):
+    """While the model's thread is busy, requests wait; then one ``predict_many`` reads all their texts, and each
+    request gets its own texts' results, as alone; one whose text the model refuses gets its error, the others not."""
+    import asyncio
+    import threading
+
+    from coref_pipeline.serving.server import Predictor, RequestError
+
+    _, model_dir = save_tiny_models(tmp_path)
+    predictor = Predictor(lambda: CorefModel.load(model_dir), str(model_dir))
+    model = predictor.model
+    calls = []
+    original = type(model).predict_many
+
+    def counted(self, documents, *args, **kwargs):
+        documents = list(documents)
+        calls.append(len(documents))
+        return original(self, documents, *args, **kwargs)
+
+    monkeypatch.setattr(type(model), "predict_many", counted)
+    requests = [
+        ([text_of(1, 1)], None),
+        ([text_of(2, 1), text_of(2, 2)], None),
+        (["Ada met Bob."], "zz"),
+        ([text_of(3, 3)], "bc"),
+    ]
+
+    async def together():
+        busy = threading.Event()
+        predictor._thread.submit(busy.wait)  # the model's thread is busy: the requests wait
+        pending = [asyncio.ensure_future(predictor.predict(texts, genre)) for texts, genre in requests]
+        await asyncio.sleep(0.2)
+        busy.set()
+        return await asyncio.gather(*pending, return_exceptions=True)
+
+    answers = asyncio.run(together())
+    assert calls[0] == 5  # every waiting text in one read
+    for (texts, genre), answer in zip(requests, answers, strict=True):
+        if genre == "zz":
+            assert isinstance(answer, RequestError) and answer.status == 422 and "genre 'zz'" in answer.message
+            continue
+        alone = [model.predict(text, genre=genre or "nw", doc_key=str(i)).to_dict() for i, text in enumerate(texts)]
+        assert answer == alone

@@ -9,18 +9,20 @@ from typing import Any
 import click
 
 from coref_pipeline.cli import CommandError
+from coref_pipeline.serving.batching import MAX_TOKENS_IN_BATCH
 
 logger = logging.getLogger(__name__)
 
 DESCRIPTION = (
-    'INPUT: a .txt file (one document); a .jsonl of {"text": ...} or {"sentences": [[...]], '
+    'INPUT: a .txt file (one document); a folder of .txt files (each a document named by its file); a .jsonl of {"text": ...} or {"sentences": [[...]], '
     '"speakers": ...} records (optional "genre", "doc_key"); or Joshi-format jsonlines. '
     "OUTPUT: jsonlines, one record per document: for text and sentence records the words, sentences, "
     "clusters as word spans (inclusive), char_clusters as character spans into the text (end "
     "exclusive) and mention_strings; for Joshi-format input the document with predicted_clusters "
     "(subtoken spans). Joshi-format input must have been segmented with the model's tokenizer: "
     "checked against the record minimize and segment write beside it (NAME.segmentation.json), "
-    "else against the model's vocabulary."
+    "else against the model's vocabulary. Many documents are predicted at once: grouped by length, the segments "
+    "of a group read by the encoder together (--batch-tokens), with the clusters of one at a time."
 )
 
 
@@ -57,6 +59,14 @@ DESCRIPTION = (
     "fine FFNN (default: the model's setting); fewer fine pairs is faster (docs/benchmarks.md measures the trade-off)",
 )
 @click.option(
+    "--batch-tokens",
+    type=click.IntRange(min=0),
+    default=MAX_TOKENS_IN_BATCH,
+    show_default=True,
+    help="subtokens the encoder reads in one pass over the segments of several documents; 0 reads one document "
+    "at a time (the same clusters; docs/benchmarks.md measures the speed)",
+)
+@click.option(
     "--device",
     default="auto",
     show_default=True,
@@ -82,6 +92,7 @@ def predict(
     max_subtokens: int | None,
     max_antecedents: int | None,
     min_coarse_score: float | None,
+    batch_tokens: int,
     device: str,
     precision: str,
 ) -> None:
@@ -107,10 +118,14 @@ def predict(
     try:
         if joshi:
             _check_segmentation(model, inputs.records, input_path)
-            outputs = model.predict_documents(inputs.records, total=len(inputs.records))
+            outputs = model.predict_documents(
+                inputs.records, total=len(inputs.records), max_tokens_in_batch=batch_tokens
+            )
             results = _results_of_jsonlines(outputs) if needs_words else []
         else:
-            results = list(model.predict_many(inputs.records, genre=genre or DEFAULT_GENRE))
+            results = list(
+                model.predict_many(inputs.records, genre=genre or DEFAULT_GENRE, max_tokens_in_batch=batch_tokens)
+            )
             outputs = [result.to_dict() for result in results]
         # Everything is computed before the first file is written: an error writes nothing.
         conll_text = _conll_text(outputs, results, gold_conll) if conll else None

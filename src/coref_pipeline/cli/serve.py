@@ -7,6 +7,7 @@ import logging
 import click
 
 from coref_pipeline.cli import CommandError
+from coref_pipeline.serving.batching import MAX_TOKENS_IN_BATCH
 from coref_pipeline.serving.server import MAX_CHARS, MAX_REQUEST_BYTES
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,14 @@ logger = logging.getLogger(__name__)
     show_default=True,
     help="inference precision, as predict's",
 )
+@click.option(
+    "--batch-tokens",
+    type=click.IntRange(min=0),
+    default=MAX_TOKENS_IN_BATCH,
+    show_default=True,
+    help="requests that arrive together are read at once: the subtokens of one encoder pass over their texts' "
+    "segments (0: one text at a time)",
+)
 def serve(
     model_dir: str,
     revision: str | None,
@@ -52,6 +61,7 @@ def serve(
     max_request_bytes: int,
     device: str,
     precision: str,
+    batch_tokens: int,
 ) -> None:
     import uvicorn
 
@@ -60,7 +70,9 @@ def serve(
 
     try:  # loaded on the thread that will predict (serve.Predictor)
         predictor = Predictor(
-            lambda: CorefModel.load(model_dir, device=device, precision=precision, revision=revision), model_dir
+            lambda: CorefModel.load(model_dir, device=device, precision=precision, revision=revision),
+            model_dir,
+            batch_tokens,
         )
     except (OSError, ValueError, KeyError) as error:
         raise CommandError(error) from None

@@ -69,24 +69,31 @@ class SegmentEncoder(nn.Module):
         return int(self.model.config.hidden_size)
 
     def forward(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, lengths: Sequence[int] | None = None
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        lengths: Sequence[int] | None = None,
+        segments_per_pass: int | None = None,
     ) -> torch.Tensor:
         """``[num_segments, seg_len]`` ids and mask -> ``[num_subtokens, hidden]`` (padding removed).
 
         ``lengths``: each segment's subtokens, known on the host (``DocumentTensors.segment_lengths``): the
-        padding is then cut without reading the mask back (the same values).
+        padding is then cut without reading the mask back (the same values). ``segments_per_pass``: the segments
+        one pass of the encoder reads (default ``segment_batch_size``; batched prediction sizes it by its token
+        budget).
         """
+        per_pass = segments_per_pass or self.segment_batch_size
         if input_ids.is_cuda:
             with attention_without_cudnn():
-                return self._encode(input_ids, attention_mask, lengths)
-        return self._encode(input_ids, attention_mask, lengths)
+                return self._encode(input_ids, attention_mask, lengths, per_pass)
+        return self._encode(input_ids, attention_mask, lengths, per_pass)
 
     def _encode(
-        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, lengths: Sequence[int] | None
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, lengths: Sequence[int] | None, per_pass: int
     ) -> torch.Tensor:
         outputs = []
-        for first in range(0, input_ids.shape[0], self.segment_batch_size):
-            batch = slice(first, first + self.segment_batch_size)
+        for first in range(0, input_ids.shape[0], per_pass):
+            batch = slice(first, first + per_pass)
             mask = attention_mask[batch]  # [batch, seg_len]
             if lengths is None:
                 width = int(mask.sum(dim=1).max())  # padding past the longest segment changes nothing

@@ -3,8 +3,9 @@
 ``predict`` takes raw text, a list of words or a list of sentences (lists of words) and
 returns a :class:`~coref_pipeline.serving.results.CorefResult`: the words, the sentences and the
 clusters as word spans, character spans into the given text and mention strings.
-``predict_many`` streams many documents with a progress bar. ``predict_documents`` runs
-on Joshi-format jsonlines (subtoken spans), as the pipelines do.
+``predict(texts=[...])`` and ``predict_many`` predict many documents at once, and ``predict_documents`` runs on
+Joshi-format jsonlines (subtoken spans), as the pipelines do: documents grouped by length, the segments of a group
+read by the encoder together (``serving.batching``), the same clusters as one at a time.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.incremental import IncrementalCorefModel
 from coref_pipeline.models.serialization import ModelDirectoryError, load_model_directory, save_model_directory
 from coref_pipeline.runtime.devices import bound_host_memory, keep_host_memory, resolve_device, resolve_precision
+from coref_pipeline.serving.batching import MAX_TOKENS_IN_BATCH, length_groups, pools
 from coref_pipeline.serving.inputs import DocumentInput, InputFormatError, SpeakersInput, record_content
 from coref_pipeline.serving.results import CorefResult, result_from_split
 
@@ -195,11 +197,23 @@ class CorefModel:
             device=self.device,
         )
 
-    def predict_tensors(self, tensors: DocumentTensors) -> list[list[tuple[int, int]]]:
-        """Predicted subtoken clusters of one document."""
+    def predict_tensors(
+        self, tensors: DocumentTensors, hidden: torch.Tensor | None = None
+    ) -> list[list[tuple[int, int]]]:
+        """Predicted subtoken clusters of one document; ``hidden``: its encoder output ``[n, H]`` when it was already
+        encoded (batched prediction), else the model encodes it."""
         if self.model_type == "incremental":
-            return self._forward_for_inference(tensors).clusters
-        if tensors.num_tokens > self.config.max_inference_subtokens:
+            return self._forward_for_inference(tensors, hidden).clusters
+        self.check_length(tensors)
+        output = self._forward_for_inference(tensors, hidden)
+        return predicted_clusters(
+            output.top_span_starts, output.top_span_ends, output.top_antecedents, output.top_antecedent_scores
+        )
+
+    def check_length(self, tensors: DocumentTensors) -> None:
+        """Refuse a document longer than the baseline's ``max_inference_subtokens`` (the incremental model reads
+        any length): a :class:`DocumentTooLongError` naming it and what to do."""
+        if self.model_type == "baseline" and tensors.num_tokens > self.config.max_inference_subtokens:
             raise DocumentTooLongError(
                 f"document {tensors.doc_key!r} has {tensors.num_tokens} subtokens, more than the baseline's "
                 f"limit max_inference_subtokens={self.config.max_inference_subtokens} (its memory grows with "
@@ -207,17 +221,53 @@ class CorefModel:
                 f"memory does not grow with length, or raise the limit: "
                 f"CorefModel.load(DIR, max_inference_subtokens=N), coref-pipeline predict --max-subtokens N"
             )
-        output = self._forward_for_inference(tensors)
-        return predicted_clusters(
-            output.top_span_starts, output.top_span_ends, output.top_antecedents, output.top_antecedent_scores
-        )
 
-    def _forward_for_inference(self, tensors: DocumentTensors) -> Any:
-        """The model's output in evaluation mode without gradients."""
+    def _forward_for_inference(self, tensors: DocumentTensors, hidden: torch.Tensor | None = None) -> Any:
+        """The model's output in evaluation mode without gradients (``hidden``: the document already encoded)."""
         with self._evaluation_mode():
-            output = self.model(tensors) if self.model_type == "incremental" else self.model(tensors, with_loss=False)
+            if self.model_type == "incremental":
+                output = self.model(tensors, hidden)
+            else:
+                output = self.model(tensors, with_loss=False, hidden=hidden)
         bound_host_memory()  # the heap's free part kept for the next document, within a bound
         return output
+
+    def encode_together(self, documents: Sequence[DocumentTensors], max_tokens: int) -> list[torch.Tensor]:
+        """The encoder's outputs ``[n_i, H]`` of several documents, their segments read in passes of at most
+        ``max_tokens`` subtokens (padding included; at least one segment a pass), in evaluation mode."""
+        width = max(max(document.lengths()) for document in documents)
+        input_ids = torch.cat([_padded(document.input_ids, width) for document in documents])  # [segments, width]
+        attention_mask = torch.cat([_padded(document.attention_mask, width) for document in documents])
+        lengths = [length for document in documents for length in document.lengths()]
+        with self._evaluation_mode():
+            hidden = self.model.encoder(input_ids, attention_mask, lengths, max(1, max_tokens // width))  # [n, H]
+        return list(hidden.split([document.num_tokens for document in documents]))
+
+    def predict_tensor_pool(
+        self, documents: Sequence[DocumentTensors], max_tokens: int
+    ) -> list[list[list[tuple[int, int]]] | UserError]:
+        """Each document's predicted subtoken clusters, or the error that refused it (a baseline's document over
+        its length limit), in their order: documents grouped by length (``batching.length_groups``), each
+        group's segments through the encoder together, then each document read from its own encoder output.
+        The incremental model reads a document longer than ``max_tokens`` segment by segment, as one at a time."""
+        outcomes: list[Any] = [None] * len(documents)
+        readable = []
+        for index, document in enumerate(documents):
+            try:
+                self.check_length(document)
+                readable.append(index)
+            except DocumentTooLongError as error:
+                outcomes[index] = error
+        for group in length_groups([documents[index].num_tokens for index in readable], max_tokens):
+            members = [readable[position] for position in group]
+            alone = len(members) == 1 and documents[members[0]].num_tokens > max_tokens
+            if alone and self.model_type == "incremental":
+                hidden: list[torch.Tensor | None] = [None]  # constant memory: one segment's encoder output at a time
+            else:
+                hidden = self.encode_together([documents[index] for index in members], max_tokens)
+            for index, encoded in zip(members, hidden, strict=True):
+                outcomes[index] = self.predict_tensors(documents[index], encoded)
+        return outcomes
 
     @contextmanager
     def _evaluation_mode(self) -> Iterator[None]:
@@ -243,15 +293,34 @@ class CorefModel:
         progress: bool = True,
         total: int | None = None,
         segment_length: int | str | None = None,
+        max_tokens_in_batch: int | None = MAX_TOKENS_IN_BATCH,
     ) -> list[dict[str, Any]]:
-        """Each jsonlines document with ``predicted_clusters`` added (subtoken spans).
+        """Each jsonlines document with ``predicted_clusters`` added (subtoken spans), in their order.
 
-        ``segment_length``: the documents' segment length when it is not the model's
-        (a ``SegmentLength`` label: 512, "5sent"; see ``corpus_documents``).
+        ``segment_length``: the documents' segment length when it is not the model's (a ``SegmentLength`` label:
+        512, "5sent"; see ``corpus_documents``). ``max_tokens_in_batch``: the subtokens of one encoder pass over
+        the segments of several documents (``serving.batching``; documents are read ahead from an iterator a few
+        budgets at a time); 0 or None reads one document at a time. The clusters are the same either way.
         """
         max_segment_len = self.readable_segment_len(segment_length)
-        documents = tqdm(documents, total=total, desc="predict", unit="doc", disable=not progress)
-        return [self.predict_jsonlines(document, max_segment_len) for document in documents]
+        if total is None and hasattr(documents, "__len__"):
+            total = len(documents)  # type: ignore[arg-type]
+        bar = tqdm(total=total, desc="predict", unit="doc", disable=not progress)
+        predicted = []
+        with bar:
+            if not max_tokens_in_batch:
+                for document in documents:
+                    predicted.append(self.predict_jsonlines(document, max_segment_len))
+                    bar.update()
+                return predicted
+            for pool in pools(documents, _subtokens, max_tokens_in_batch):
+                tensors = [self.tensorize(document, max_segment_len) for document in pool]
+                for document, outcome in zip(pool, self.predict_tensor_pool(tensors, max_tokens_in_batch), strict=True):
+                    if isinstance(outcome, Exception):
+                        raise outcome
+                    predicted.append({**document, "predicted_clusters": _as_lists(outcome)})
+                bar.update(len(pool))
+        return predicted
 
     def readable_segment_len(self, segment_length: int | str | None) -> int:
         """The longest segment accepted from documents segmented at ``segment_length``: the model's
@@ -285,17 +354,22 @@ class CorefModel:
         """One jsonlines document with ``predicted_clusters`` added (subtoken spans); ``max_segment_len``
         as in ``tensorize``."""
         clusters = self.predict_tensors(self.tensorize(document, max_segment_len))
-        return {**document, "predicted_clusters": [[list(span) for span in cluster] for cluster in clusters]}
+        return {**document, "predicted_clusters": _as_lists(clusters)}
 
     # ------------------------------------------------------------ raw text
     def predict(
         self,
-        document: DocumentInput,
+        document: DocumentInput | None = None,
         speakers: SpeakersInput = None,
         genre: str = DEFAULT_GENRE,
         doc_key: str = "document",
-    ) -> CorefResult:
-        """Clusters of one document: raw text, a list of words, or a list of sentences (lists of words).
+        *,
+        texts: Iterable[DocumentInput | Mapping[str, Any]] | None = None,
+        max_tokens_in_batch: int | None = MAX_TOKENS_IN_BATCH,
+    ) -> CorefResult | list[CorefResult]:
+        """Clusters of one document: raw text, a list of words, or a list of sentences (lists of words); or, with
+        ``texts=[...]`` (a list or an iterator), of many documents at once: a list of results in their order
+        (``predict_many``, batched by length under ``max_tokens_in_batch``).
 
         Raw text is split into sentences and words offline (``coref_pipeline.formats.text``);
         character offsets point into the given string. ``speakers``: one name for the
@@ -304,6 +378,12 @@ class CorefModel:
         bc, bn, mz, nw, pt, tc, wb). An empty or whitespace-only document gives an
         empty result without running the model.
         """
+        if texts is not None:
+            if document is not None:
+                raise TypeError("predict takes one document or texts=[...], not both")
+            return list(self.predict_many(texts, genre, progress=False, max_tokens_in_batch=max_tokens_in_batch))
+        if document is None:
+            raise TypeError("predict needs a document (a str, a list of words or of sentences) or texts=[...]")
         split = as_split_text(document, doc_key)
         jsonlines = self.jsonlines_document(split, speakers, genre, doc_key)
         if jsonlines is None:
@@ -318,8 +398,12 @@ class CorefModel:
         genre: str = DEFAULT_GENRE,
         progress: bool = True,
         total: int | None = None,
+        max_tokens_in_batch: int | None = MAX_TOKENS_IN_BATCH,
     ) -> Iterator[CorefResult]:
-        """``predict`` on each document in turn, yielded as it is done, with a progress bar.
+        """``predict`` on many documents, yielded in their order as they are done, with a progress bar: documents
+        read a few budgets ahead, grouped by length, and the segments of a group read by the encoder together
+        (``max_tokens_in_batch`` subtokens a pass; 0 or None: one document at a time). The clusters are the same
+        either way.
 
         An item is what ``predict`` takes, or a record ``{"text": ...}`` or
         ``{"sentences": [[...]]}`` (or ``{"words": [...]}``) with optional ``speakers``,
@@ -327,18 +411,40 @@ class CorefModel:
         """
         if total is None and hasattr(documents, "__len__"):
             total = len(documents)  # type: ignore[arg-type]
-        items = tqdm(documents, total=total, desc="predict", unit="doc", disable=not progress)
-        for index, item in enumerate(items):
-            if isinstance(item, Mapping):
-                content, options = record_content(item, f"document {index}")
-                yield self.predict(
-                    content,
-                    speakers=options.get("speakers"),
-                    genre=options.get("genre", genre),
-                    doc_key=str(options.get("doc_key", index)),
-                )
-            else:
-                yield self.predict(item, genre=genre, doc_key=str(index))
+        prepared = (self._prepared(item, index, genre) for index, item in enumerate(documents))
+        with tqdm(total=total, desc="predict", unit="doc", disable=not progress) as bar:
+            budget = max_tokens_in_batch or 0
+            for pool in pools(prepared, lambda item: _subtokens(item[2]) if item[2] else 0, max(budget, 1)):
+                readable = [item for item in pool if item[2] is not None]
+                if budget:
+                    tensors = [self.tensorize(item[2]) for item in readable]
+                    outcomes = iter(self.predict_tensor_pool(tensors, budget))
+                for doc_key, split, jsonlines in pool:
+                    if jsonlines is None:
+                        yield result_from_split(doc_key, split, [], None)
+                    else:
+                        outcome = next(outcomes) if budget else self.predict_tensors(self.tensorize(jsonlines))
+                        if isinstance(outcome, Exception):
+                            raise outcome
+                        predicted = {**jsonlines, "predicted_clusters": _as_lists(outcome)}
+                        yield result_from_split(doc_key, split, word_clusters(predicted), predicted)
+                    bar.update()
+
+    def _prepared(
+        self, item: DocumentInput | Mapping[str, Any], index: int, genre: str
+    ) -> tuple[str, SplitText, dict[str, Any] | None]:
+        """An item of ``predict_many`` as its key, its split text and its jsonlines document (None: no words)."""
+        if isinstance(item, Mapping):
+            content, options = record_content(item, f"document {index}")
+            doc_key = str(options.get("doc_key", index))
+            split = as_split_text(content, doc_key)
+            return (
+                doc_key,
+                split,
+                self.jsonlines_document(split, options.get("speakers"), options.get("genre", genre), doc_key),
+            )
+        split = as_split_text(item, str(index))
+        return str(index), split, self.jsonlines_document(split, None, genre, str(index))
 
     def jsonlines_document(
         self, split: SplitText, speakers: SpeakersInput, genre: str, doc_key: str
@@ -429,3 +535,19 @@ def speakers_per_word(speakers: SpeakersInput, split: SplitText, doc_key: str) -
         f"document {doc_key!r}: speakers must be one string, one per sentence ({len(sentences)} sentences) "
         f"or one per word nested as the sentences; got {len(speakers)} items"
     )
+
+
+def _subtokens(document: Mapping[str, Any]) -> int:
+    """A jsonlines document's subtokens, [CLS] and [SEP] included."""
+    return sum(len(segment) for segment in document["sentences"])
+
+
+def _as_lists(clusters: Sequence[Sequence[tuple[int, int]]]) -> list[list[list[int]]]:
+    return [[list(span) for span in cluster] for cluster in clusters]
+
+
+def _padded(rows: torch.Tensor, width: int) -> torch.Tensor:
+    """``[segments, w]`` ids or mask, zero-padded (or cut) to ``[segments, width]``."""
+    if rows.shape[1] >= width:
+        return rows[:, :width]
+    return torch.nn.functional.pad(rows, (0, width - rows.shape[1]))

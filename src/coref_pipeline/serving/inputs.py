@@ -53,16 +53,24 @@ class PredictInputs:
 
 
 def read_predict_inputs(path: str | Path) -> PredictInputs:
-    """Read a ``.txt`` file (one document) or a ``.jsonl`` / ``.jsonlines`` file.
+    """Read a ``.txt`` file (one document), a folder of them, or a ``.jsonl`` / ``.jsonlines`` file.
 
-    A jsonlines file holds either records ``{"text": ...}`` / ``{"sentences": [[...]]}``
+    A folder's ``*.txt`` files are its documents, in the order of their names, each named by its file's stem. A
+    jsonlines file holds either records ``{"text": ...}`` / ``{"sentences": [[...]]}``
     (optional ``speakers``, ``genre``, ``doc_key``; a record without ``doc_key`` is named
     ``<file stem>/<line>``) or Joshi-format documents (with ``subtoken_map`` and
     ``sentence_map``), not both.
     """
     path = Path(path)
+    if path.is_dir():
+        texts = sorted(path.glob("*.txt"))
+        if not texts:
+            raise InputFormatError(f"{path}: a folder without .txt files (each .txt file is one document)")
+        return PredictInputs(
+            "raw", [{"text": text.read_text(encoding="utf-8-sig"), "doc_key": text.stem} for text in texts]
+        )
     if not path.is_file():
-        raise InputFormatError(f"{path}: no such file")
+        raise InputFormatError(f"{path}: no such file or folder")
     if path.suffix == ".txt":
         return PredictInputs("raw", [{"text": path.read_text(encoding="utf-8-sig"), "doc_key": path.stem}])
     if path.suffix not in JSONLINES_SUFFIXES:

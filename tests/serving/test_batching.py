@@ -1,0 +1,174 @@
+"""Many documents at once: grouped by length, their segments read by the encoder together, the same clusters as one
+document at a time, in bounded memory (``serving/batching.py``, ``CorefModel.predict_documents``/``predict_many``)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from coref_pipeline.serving.batching import length_groups, pools
+from coref_pipeline.serving.coref_model import CorefModel, DocumentTooLongError
+from tests.models.tiny import save_tiny_models
+
+WORDS = [f"w{i}" for i in range(50)] + ["He", "She", "it", "the", "letter", "Ada", "Charles"]
+
+
+def text_of(seed: int, sentences: int) -> str:
+    rng = random.Random(seed)
+    return " ".join(" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))) + "." for _ in range(sentences))
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, CorefModel]:
+    # A low threshold: the incremental model links many spans, so its decisions show any difference.
+    baseline_dir, incremental_dir = save_tiny_models(tmp_path_factory.mktemp("models"), threshold=-2.0)
+    return {"baseline": CorefModel.load(baseline_dir), "incremental": CorefModel.load(incremental_dir)}
+
+
+@pytest.fixture(scope="module")
+def documents(models) -> list[dict]:
+    """Jsonlines documents of 1 to 12 segments of 32 subtokens, in no order of length."""
+    model = models["baseline"]
+    from coref_pipeline.serving.coref_model import as_split_text
+
+    lengths = [3, 40, 1, 12, 25, 7, 60, 2, 18, 33]  # sentences
+    return [
+        model.jsonlines_document(as_split_text(text_of(seed, length)), None, "nw", f"doc{seed}")
+        for seed, length in enumerate(lengths)
+    ]
+
+
+@pytest.mark.parametrize("counts", [[5, 1, 9, 3, 3], [100, 1, 1], [], [7] * 10])
+@pytest.mark.parametrize("budget", [1, 8, 10, 1000])
+def test_length_groups_hold_every_document_once_longest_first_within_the_budget(counts, budget):
+    groups = length_groups(counts, budget)
+    assert sorted(index for group in groups for index in group) == list(range(len(counts)))
+    flat = [counts[index] for group in groups for index in group]
+    assert flat == sorted(counts, reverse=True)  # longest first
+    for group in groups:
+        assert len(group) == 1 or sum(counts[index] for index in group) <= budget  # over the budget: alone
+
+
+def test_length_groups_refuse_a_budget_below_one():
+    with pytest.raises(ValueError, match="max_tokens_in_batch must be at least 1"):
+        length_groups([3], 0)
+
+
+def test_pools_read_an_iterator_lazily_in_bounded_pools():
+    read = []
+
+    def items():
+        for number in range(100):
+            read.append(number)
+            yield number
+
+    stream = pools(items(), lambda item: 10, max_tokens=25)  # 4 budgets of 25: pools of 10 items
+    first = next(stream)
+    assert first == list(range(10)) and len(read) == 10  # no more read than the pool holds
+    assert [len(pool) for pool in stream] == [10] * 9
+
+
+@pytest.mark.parametrize("model_type", ["baseline", "incremental"])
+@pytest.mark.parametrize("budget", [32, 100, 4096])
+def test_batched_prediction_gives_the_clusters_of_one_document_at_a_time(models, documents, model_type, budget):
+    """Budgets below one document (a document alone, its segments in passes within it), of a few documents, and
+    of all of them."""
+    model = models[model_type]
+    one = model.predict_documents(documents, progress=False, max_tokens_in_batch=0)
+    batched = model.predict_documents(iter(documents), progress=False, max_tokens_in_batch=budget)
+    assert [d["doc_key"] for d in batched] == [d["doc_key"] for d in documents]  # their order, from an iterator
+    assert [d["predicted_clusters"] for d in batched] == [d["predicted_clusters"] for d in one]
+    assert any(d["predicted_clusters"] for d in one)
+
+
+@pytest.mark.parametrize("model_type", ["baseline", "incremental"])
+def test_the_encoder_reads_several_documents_in_one_pass(models, documents, model_type, monkeypatch):
+    model = models[model_type]
+    calls = []
+    encode = type(model.model.encoder).forward
+
+    def counted(self, input_ids, *args, **kwargs):
+        calls.append(input_ids.shape[0])
+        return encode(self, input_ids, *args, **kwargs)
+
+    monkeypatch.setattr(type(model.model.encoder), "forward", counted)
+    model.predict_documents(documents, progress=False, max_tokens_in_batch=4096)
+    segments = sum(len(document["sentences"]) for document in documents)
+    assert sum(calls) == segments and len(calls) < len(documents)  # one call for several documents' segments
+
+
+def test_an_incremental_document_over_the_budget_is_read_segment_by_segment(models, documents, monkeypatch):
+    """Constant memory: a document longer than the budget is never encoded whole."""
+    model = models["incremental"]
+    together = []
+    original = CorefModel.encode_together
+
+    def spy(self, group, max_tokens):
+        together.append(sum(document.num_tokens for document in group))
+        return original(self, group, max_tokens)
+
+    monkeypatch.setattr(CorefModel, "encode_together", spy)
+    budget = 100
+    longest = max(sum(len(segment) for segment in document["sentences"]) for document in documents)
+    assert longest > budget
+    model.predict_documents(documents, progress=False, max_tokens_in_batch=budget)
+    assert together and max(together) <= budget
+
+
+def test_predict_many_and_predict_texts_batched_match_one_at_a_time(models):
+    model = models["incremental"]
+    items = [text_of(seed, n) for seed, n in enumerate([4, 30, 1, 12])]
+    items.insert(2, "   ")  # an empty document, in its place
+    items.append({"text": text_of(9, 5), "doc_key": "mine", "speakers": "bob"})
+    one = list(model.predict_many(items, progress=False, max_tokens_in_batch=0))
+    batched = list(model.predict_many(iter(items), progress=False, max_tokens_in_batch=64))
+    assert [r.to_dict() for r in batched] == [r.to_dict() for r in one]
+    assert [r.doc_key for r in one] == ["0", "1", "2", "3", "4", "mine"] and one[2].words == []
+    assert any(r.clusters for r in one)
+    listed = model.predict(texts=items)
+    assert isinstance(listed, list) and [r.to_dict() for r in listed] == [r.to_dict() for r in one]
+    with pytest.raises(TypeError, match="one document or texts"):
+        model.predict("A text.", texts=items)
+
+
+def test_a_baseline_document_over_its_limit_is_refused_by_name_among_others(tmp_path, documents):
+    baseline_dir, _ = save_tiny_models(tmp_path)
+    limited = CorefModel.load(baseline_dir, max_inference_subtokens=200)
+    too_long = next(d for d in documents if sum(len(s) for s in d["sentences"]) > 200)
+    with pytest.raises(DocumentTooLongError, match=f"'{too_long['doc_key']}'"):
+        limited.predict_documents(documents, progress=False)
+
+
+def encoder_terms(config, width: int) -> int:
+    """The reduction lengths along a BERT encoder (``tests/tolerances.py``): per layer the Q/K/V and output
+    projections, the attention's dot products and its sums over ``width`` positions, two LayerNorms, the
+    feed-forward's two layers; and the embeddings' LayerNorm."""
+    hidden, heads = config.hidden_size, config.num_attention_heads
+    layer = 4 * hidden + hidden // heads + 2 * width + config.intermediate_size
+    return config.num_hidden_layers * layer + hidden
+
+
+def test_batched_scores_are_the_one_at_a_time_scores_within_the_float_bound(models, documents):
+    """The baseline's encoder outputs and antecedent scores from an encoder pass shared with other documents."""
+    from tests.tolerances import assert_reordered_close, ffnn_terms
+
+    model = models["baseline"]
+    tensors = [model.tensorize(document) for document in documents[:4]]
+    hidden = model.encode_together(tensors, 4096)
+    config = model.model.encoder.model.config
+    terms = encoder_terms(config, model.config.max_segment_len)
+    for document, encoded in zip(tensors, hidden, strict=True):
+        with model._evaluation_mode():
+            alone_hidden = model.model.encoder(document.input_ids, document.attention_mask, document.lengths())
+        assert_reordered_close(encoded, alone_hidden, terms)
+        alone = model._forward_for_inference(document)
+        together = model._forward_for_inference(document, encoded)
+        assert torch.equal(alone.top_span_starts, together.top_span_starts)
+        scorer = model.model.pair_scorer
+        assert_reordered_close(
+            together.top_antecedent_scores,
+            alone.top_antecedent_scores,
+            terms + ffnn_terms(scorer.slow_antecedent_scores),
+        )

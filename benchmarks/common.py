@@ -279,7 +279,9 @@ def ontonotes_shaped_documents(split: str = "test", limit: int | None = None, se
     from coref_pipeline.formats.conll import read_conll
 
     files = sorted((ROOT / "data" / "01_raw" / "sample").glob("*_gold_conll"))
-    files += [LITBANK / f"{split}.conll" for split in ("train", "dev", "test") if (LITBANK / f"{split}.conll").is_file()]
+    files += [
+        LITBANK / f"{split}.conll" for split in ("train", "dev", "test") if (LITBANK / f"{split}.conll").is_file()
+    ]
     sentences: list[list[str]] = []
     for path in files:
         for document in read_conll(path):

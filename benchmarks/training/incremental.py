@@ -263,7 +263,9 @@ def main() -> None:
         return
     if args.score_only:
         if not (args.score_only / "coref_config.json").is_file():
-            sys.exit(f"no model at {args.score_only}: give the run/best directory of a benchmarks/training/incremental.py run")
+            sys.exit(
+                f"no model at {args.score_only}: give the run/best directory of a benchmarks/training/incremental.py run"
+            )
         if args.rounds < 1:
             sys.exit(f"--rounds must be at least 1, got {args.rounds}")
         score_only(args)

@@ -16,7 +16,6 @@ entity representation (its new version, and its scores against the later spans, 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -24,10 +23,7 @@ import torch
 from coref_pipeline.models.incremental.gold import GoldAntecedents
 from coref_pipeline.models.incremental.loss import SegmentLoss
 from coref_pipeline.models.incremental.memory import EntityMemory, SegmentTable, Span
-from coref_pipeline.models.incremental.scoring import SegmentScores
-
-if TYPE_CHECKING:
-    from coref_pipeline.models.incremental.model import IncrementalCorefModel
+from coref_pipeline.models.incremental.scoring import ScoringModel, SegmentScores
 
 
 class ActiveColumns:
@@ -86,7 +82,7 @@ def options_of(
 
 
 def decide_segment(
-    model: IncrementalCorefModel,
+    model: ScoringModel,
     memory: EntityMemory,
     table: SegmentTable,
     scores: SegmentScores,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
@@ -36,7 +36,25 @@ from coref_pipeline.models.incremental.gold import GoldAntecedents
 from coref_pipeline.models.incremental.memory import EntityMemory, SegmentTable, Span
 
 if TYPE_CHECKING:
-    from coref_pipeline.models.incremental.model import IncrementalCorefModel
+    from coref_pipeline.models.config import IncrementalConfig
+    from coref_pipeline.models.scorers import PairScorer
+
+
+class ScoringModel(Protocol):
+    """What a segment's passes and decisions read of the model (``IncrementalCorefModel`` is one): its
+    configuration, its pair scorer and its entity rules; declared here so that this package's modules do not
+    import the model that imports them."""
+
+    config: IncrementalConfig
+    pair_scorer: PairScorer
+
+    @property
+    def uses_coarse(self) -> bool: ...
+
+    def may_start_entity(self, mention_score: float) -> bool: ...
+
+    def update_weight(self, entity: torch.Tensor, mention: torch.Tensor, size: int) -> torch.Tensor | float: ...
+
 
 # Most elements of one fine-FFNN input ([pairs, span_dim + ffnn]) per chunk of pairs at inference: 2**23 floats,
 # 32 MB in fp32, so that inference memory does not grow with the spans times the columns. In training the
@@ -71,7 +89,7 @@ class SegmentScores:
 
     def __init__(
         self,
-        model: IncrementalCorefModel,
+        model: ScoringModel,
         memory: EntityMemory,
         table: SegmentTable,
         spans: Sequence[Span],

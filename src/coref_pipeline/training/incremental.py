@@ -63,20 +63,21 @@ class EncoderCache:
 
     def segment_output(self, document: DocumentTensors, index: int, starts: list[int]) -> torch.Tensor:
         """Segment ``index``'s output (``starts``: each segment's first subtoken in the whole document); one
-        missing is encoded with the segments after it, up to the model's encoder window, in one pass."""
+        missing is encoded with the others of its window (``IncrementalCorefModel.encoder_windows``: always the
+        same ones, so the same numbers as without the cache), in one pass."""
         output = self.outputs.get((document.doc_key, starts[index]))
         if output is not None:
             return output
-        count = min(self.model.encoder_window, len(starts) - index)
-        outputs = self.model.encode_segments(document, index, count)  # each [segment_len, H]
-        for start, encoded in zip(starts[index : index + count], outputs, strict=True):
+        first, count = self.model.encoder_windows(document, index)
+        outputs = self.model.encode_segments(document, first, count)  # each [segment_len, H]
+        for start, encoded in zip(starts[first : first + count], outputs, strict=True):
             key = (document.doc_key, start)
             size = encoded.numel() * encoded.element_size()
             if key not in self.outputs and (self.limit_bytes is None or self.bytes + size <= self.limit_bytes):
                 self.outputs[key] = encoded
                 self.bytes += size
-        self.window = dict(zip(starts[index : index + count], outputs, strict=True))  # the rest of the window
-        return outputs[0]
+        self.window = dict(zip(starts[first : first + count], outputs, strict=True))  # the rest of the window
+        return outputs[index - first]
 
     def losses(self, document: DocumentTensors):
         lengths = document.lengths()

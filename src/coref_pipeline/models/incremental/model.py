@@ -117,9 +117,19 @@ class IncrementalCorefModel(nn.Module):
 
     @property
     def encoder_window(self) -> int:
-        """Segments encoded in one pass when reading a document: the encoder's batch, or one at a time when the
-        encoder trains (each segment's graph is backpropagated before the next is read)."""
-        return 1 if self.trains_encoder else self.encoder.segment_batch_size
+        """Segments encoded in one pass when reading a document (windows aligned on the document's first segment,
+        so that a segment is always encoded with the same others: the same numbers at every visit): the encoder's
+        batch; one at a time when the encoder trains (each segment's graph is backpropagated before the next is
+        read) or in training on crops (crops of one document share segments, not windows)."""
+        if self.trains_encoder or (self.training and self.config.crop_training_documents):
+            return 1
+        return self.encoder.segment_batch_size
+
+    def encoder_windows(self, document: DocumentTensors, index: int) -> tuple[int, int]:
+        """The window of segments ``index`` is encoded with: its first segment and its number of segments."""
+        size = self.encoder_window
+        first = index - index % size
+        return first, min(size, document.num_segments - first)
 
     def segment_outputs(
         self, document: DocumentTensors, encoded: EncodedSegments | None = None
@@ -138,10 +148,9 @@ class IncrementalCorefModel(nn.Module):
         def output(index: int) -> torch.Tensor:
             if index not in window:
                 window.clear()
-                count = min(self.encoder_window, len(lengths) - index)
-                window.update(
-                    zip(range(index, index + count), self.encode_segments(document, index, count), strict=True)
-                )
+                first, count = self.encoder_windows(document, index)
+                outputs = self.encode_segments(document, first, count)  # each [segment_len, H]
+                window.update(zip(range(first, first + count), outputs, strict=True))
             return window[index]
 
         return output

@@ -69,7 +69,9 @@ def test_no_incremental_candidate_covers_a_special_token(word_boundary_spans, mo
         with torch.no_grad():
             output = model(document)
         token_ids = flat_token_ids(document)
-        assert len(seen) == document.num_segments
+        # The candidates are enumerated per window of whole segments (one or several), which cover the document.
+        assert [window.start for window, _, _ in seen][0] == 0 and seen[-1][0].stop == document.num_tokens
+        assert all(a[0].stop == b[0].start for a, b in zip(seen, seen[1:], strict=False))
         for window, starts, ends in seen:
             assert_no_special_token_inside(token_ids[window], starts, ends)
         # Every span of every predicted entity (a threshold that keeps them all) is clean too.

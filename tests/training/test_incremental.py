@@ -129,7 +129,7 @@ def test_the_encoder_cache_serves_crops_of_a_document_from_the_segments_they_sha
     from coref_pipeline.models.document import crop
     from coref_pipeline.training.incremental import EncoderCache
 
-    trained = fresh_incremental()
+    trained = fresh_incremental(crop_training_documents=True)  # crops: each segment encoded on its own
     model = trained.model.train()
     whole = trained.tensorize(make_document("nw/long_0", seed=5, num_segments=5))
     cache = EncoderCache(model)

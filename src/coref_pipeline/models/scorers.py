@@ -62,6 +62,25 @@ class TopSpans(NamedTuple):
     embeddings: torch.Tensor  # [k, D]: their g
 
 
+class CandidateScores(NamedTuple):
+    """``SpanScorer.candidate_scores``: every candidate's mention score, without a graph, and the dropout masks it
+    was computed with (drawn once per candidate), which ``kept_span_scores`` applies again to the kept ones."""
+
+    scores: torch.Tensor  # [candidates]
+    width_masks: torch.Tensor | None  # [candidates, F] bool: the width features' (None without dropout)
+    ffnn_masks: list[torch.Tensor]  # the mention FFNN's, [candidates, ffnn] bool each (none without dropout)
+    prior_masks: list[torch.Tensor]  # the width prior's FFNN's, [max_span_width, ffnn] bool each
+
+    def rows(self, first: int, last: int) -> CandidateScores:
+        """Candidates ``first`` to ``last - 1`` alone (views)."""
+        return CandidateScores(
+            self.scores[first:last],
+            self.width_masks[first:last] if self.width_masks is not None else None,
+            [mask[first:last] for mask in self.ffnn_masks],
+            self.prior_masks,
+        )
+
+
 class SpanScorer(nn.Module):
     """Span representation g = [h_start; h_end; width; head] and mention score s_m (with the width prior)."""
 
@@ -128,11 +147,12 @@ class SpanScorer(nn.Module):
         scores = self.mention_scores(embeddings, keep_masks).squeeze(1)
         return self._with_width_prior(scores, widths, width_prior)
 
-    def width_prior(self) -> torch.Tensor | None:
-        """The learned prior score of each span width, ``[max_span_width]`` (None without ``use_prior``)."""
+    def width_prior(self, keep_masks: list[torch.Tensor] | None = None) -> torch.Tensor | None:
+        """The learned prior score of each span width, ``[max_span_width]`` (None without ``use_prior``);
+        ``keep_masks``: its FFNN's dropout masks (None draws them)."""
         if not self.config.use_prior:
             return None
-        return self.width_scores(self.span_width_prior_embeddings.weight).squeeze(1)
+        return self.width_scores(self.span_width_prior_embeddings.weight, keep_masks).squeeze(1)
 
     def _with_width_prior(
         self, scores: torch.Tensor, widths: torch.Tensor, width_prior: torch.Tensor | None = None
@@ -178,6 +198,44 @@ class SpanScorer(nn.Module):
         else:
             kept_scores = scores[kept]
         return TopSpans(scores, kept, kept_scores, embeddings)
+
+    def candidate_scores(self, hidden: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -> CandidateScores:
+        """Every candidate's mention score without a graph (``hidden`` ``[n, H]``, ``starts``, ``ends`` into it) and
+        the dropout masks drawn for it: ``top_spans``' candidate pass, for many segments at once (the kept spans are
+        scored again with a graph, segment by segment: ``kept_span_scores``)."""
+        count, device = starts.shape[0], hidden.device
+        width_masks = None
+        if self.dropout.active:
+            width_masks = self.dropout.keep_mask((count, self.span_width_embeddings.embedding_dim), device)
+        ffnn_masks = self.mention_scores.keep_masks(count, device)
+        prior_masks = self.width_scores.keep_masks(self.config.max_span_width, device)
+        with torch.no_grad():
+            width_features = self.dropout(self.span_width_embeddings(ends - starts), width_masks)  # [candidates, F]
+            prior = self.width_prior(prior_masks)  # [W]
+            scores = self.score_candidates(hidden, starts, ends, width_features, ffnn_masks, prior)
+        return CandidateScores(scores, width_masks, ffnn_masks, prior_masks)
+
+    def kept_span_scores(
+        self,
+        hidden: torch.Tensor,
+        starts: torch.Tensor,
+        ends: torch.Tensor,
+        kept: torch.Tensor,
+        candidates: CandidateScores,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The ``kept`` (``[k]``) candidates' mention scores and embeddings ``[k]``, ``[k, D]`` (``hidden``
+        ``[n, H]``: their segment's, ``starts``, ``ends``: every candidate's in it), with the dropout masks of their
+        candidate scores: in training (autograd recording) in the graph, computed from g as ``top_spans``
+        computes them; otherwise the candidate scores themselves."""
+        kept_starts, kept_ends = starts[kept], ends[kept]  # [k]
+        width_masks = candidates.width_masks[kept] if candidates.width_masks is not None else None
+        width_features = self.dropout(self.span_width_embeddings(kept_ends - kept_starts), width_masks)  # [k, F]
+        embeddings = self.span_embeddings(hidden, kept_starts, kept_ends, width_features)  # [k, D]
+        if not torch.is_grad_enabled():
+            return candidates.scores[kept], embeddings
+        kept_masks = [mask[kept] for mask in candidates.ffnn_masks]
+        prior = self.width_prior(candidates.prior_masks)  # [W], in the graph
+        return self.score_spans(embeddings, kept_ends - kept_starts, kept_masks, prior), embeddings
 
     def span_embeddings(
         self, hidden: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, width_features: torch.Tensor

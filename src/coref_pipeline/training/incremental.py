@@ -59,24 +59,36 @@ class EncoderCache:
         self.limit_bytes = limit_bytes
         self.outputs: dict[tuple[str, int], torch.Tensor] = {}  # (doc_key, first subtoken) -> [segment_len, H]
         self.bytes = 0
+        self.window: dict[int, torch.Tensor] = {}  # the current document's last encoded window (first subtoken ->)
 
-    def segment_output(self, document: DocumentTensors, index: int, start: int) -> torch.Tensor:
-        key = (document.doc_key, start)
-        output = self.outputs.get(key)
-        if output is None:
-            output = self.model.encode_segment(document, index)
-            size = output.numel() * output.element_size()
-            if self.limit_bytes is None or self.bytes + size <= self.limit_bytes:
-                self.outputs[key] = output
+    def segment_output(self, document: DocumentTensors, index: int, starts: list[int]) -> torch.Tensor:
+        """Segment ``index``'s output (``starts``: each segment's first subtoken in the whole document); one
+        missing is encoded with the others of its window (``IncrementalCorefModel.encoder_windows``: always the
+        same ones, so the same numbers as without the cache), in one pass."""
+        output = self.outputs.get((document.doc_key, starts[index]))
+        if output is not None:
+            return output
+        first, count = self.model.encoder_windows(document, index)
+        outputs = self.model.encode_segments(document, first, count)  # each [segment_len, H]
+        for start, encoded in zip(starts[first : first + count], outputs, strict=True):
+            key = (document.doc_key, start)
+            size = encoded.numel() * encoded.element_size()
+            if key not in self.outputs and (self.limit_bytes is None or self.bytes + size <= self.limit_bytes):
+                self.outputs[key] = encoded
                 self.bytes += size
-        return output
+        self.window = dict(zip(starts[first : first + count], outputs, strict=True))  # the rest of the window
+        return outputs[index - first]
 
     def losses(self, document: DocumentTensors):
-        lengths = document.attention_mask.sum(dim=1).tolist()  # [num_segments]
+        lengths = document.lengths()
         starts = [document.token_offset + sum(lengths[:index]) for index in range(len(lengths))]
-        return self.model.training_losses(
-            document, segment_hidden=lambda index: self.segment_output(document, index, starts[index])
-        )
+
+        def segment_hidden(index: int) -> torch.Tensor:
+            output = self.window.get(starts[index])
+            return output if output is not None else self.segment_output(document, index, starts)
+
+        self.window = {}
+        return self.model.training_losses(document, segment_hidden=segment_hidden)
 
 
 def incremental_recipe(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from coref_pipeline.models.config import IncrementalConfig
@@ -30,6 +31,10 @@ class PairFeatures:
     segment_of_token: torch.Tensor | None = None  # [num_subtokens]
     max_segment_distance: int = 0
     rank_of_span: dict[Span, int] = field(default_factory=dict)
+    # On the host, read once: speaker_ids and segment_of_token ([2, num_subtokens]), and bucket_distance's value
+    # of each distance up to the largest met (extended as needed).
+    host_tokens: np.ndarray | None = field(default=None, repr=False)
+    buckets: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64), repr=False)
 
     @classmethod
     def of_document(cls, document: DocumentTensors, config: IncrementalConfig) -> PairFeatures:
@@ -60,3 +65,32 @@ class PairFeatures:
         )  # [k, C]
         distance = (spans[..., 1] - anchors[..., 1]).clamp(min=0)  # [k, C]: kept spans between them
         return scorer.features(same_speaker, self.genre, bucket_distance(distance), segment_distance)
+
+    def bucket(self, distances: np.ndarray) -> np.ndarray:
+        """``bucket_distance`` of non-negative distances on the host: its own values, tabled once per document."""
+        needed = int(distances.max(initial=0)) + 1
+        if needed > len(self.buckets):
+            size = max(needed, 2 * len(self.buckets), 1024)
+            self.buckets = bucket_distance(torch.arange(size, device=torch.device("cpu"))).numpy()
+        return self.buckets[distances]
+
+    def indices(self, spans: np.ndarray, anchors: np.ndarray) -> np.ndarray:
+        """The feature indices of pairs, computed on the host (integers: the values ``__call__`` computes on the
+        device): ``spans`` and ``anchors`` ``[P, 2]`` (``positions``) -> ``[3, P]``: same speaker, distance
+        bucket and segment distance (with the paper's features 0, the bucket of the subtokens between the starts,
+        0)."""
+        if self.speaker_ids is None:
+            zeros = np.zeros(len(spans), dtype=np.int64)
+            return np.stack([zeros, self.bucket(np.abs(spans[:, 0] - anchors[:, 0])), zeros])
+        if self.host_tokens is None:
+            self.host_tokens = torch.stack([self.speaker_ids, self.segment_of_token]).cpu().numpy()
+        speakers, segments = self.host_tokens
+        same_speaker = speakers[spans[:, 0]] == speakers[anchors[:, 0]]
+        segment_distance = np.clip(segments[spans[:, 0]] - segments[anchors[:, 0]], 0, self.max_segment_distance)
+        distance = np.maximum(spans[:, 1] - anchors[:, 1], 0)  # kept spans between them
+        return np.stack([same_speaker.astype(np.int64), self.bucket(distance), segment_distance])
+
+    def embed(self, scorer: PairScorer, indices: torch.Tensor) -> torch.Tensor | None:
+        """phi of pairs from their ``indices`` ``[3, P]`` (on the device): ``[P, 1, F]``."""
+        same_speaker = None if self.speaker_ids is None else indices[0].unsqueeze(1).bool()  # [P, 1]
+        return scorer.features(same_speaker, self.genre, indices[1].unsqueeze(1), indices[2].unsqueeze(1))

@@ -40,6 +40,7 @@ class SegmentTable:
         self.base = (memory.base_embeddings, memory.base_projections, memory.base_priors)
         self.spans = (embeddings, projections, priors)
         self.versions: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # each ([D], [ffnn], scalar)
+        self.joined: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # static(), once computed
 
     @property
     def num_static(self) -> int:
@@ -69,10 +70,13 @@ class SegmentTable:
         return self.versions[row - self.num_static]
 
     def static(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The static rows' embeddings ``[B + n, D]``, projections ``[B + n, ffnn]`` and priors ``[B + n]``."""
-        if not self.num_base:
-            return self.spans
-        return tuple(torch.cat([base, own]) for base, own in zip(self.base, self.spans, strict=True))
+        """The static rows' embeddings ``[B + n, D]``, projections ``[B + n, ffnn]`` and priors ``[B + n]`` (joined
+        once)."""
+        if self.joined is None:
+            self.joined = self.spans
+            if self.num_base:
+                self.joined = tuple(torch.cat([base, own]) for base, own in zip(self.base, self.spans, strict=True))
+        return self.joined
 
     def gather(self, rows: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None:
         """The rows' vectors, detached, in one gather per table: ``[len(rows), D]``, ``[.., ffnn]``, ``[..]``."""

@@ -22,10 +22,14 @@ from coref_pipeline.models.incremental.memory import EntityMemory, Span
 from coref_pipeline.models.incremental.scoring import SegmentScores, host_tensor
 from coref_pipeline.models.layers import FFNN
 from coref_pipeline.models.scorers import PairScorer, SpanScorer
-from coref_pipeline.models.spans import gold_mention_loss
+from coref_pipeline.models.spans import gold_mention_loss, prune_spans
 
 logger = logging.getLogger(__name__)
 
+# Most subtokens times max_span_width times ffnn_size (about the elements of the candidate scores' largest tensors,
+# [candidates, ffnn]) in one window of segments whose candidates are scored together: 2**25 floats, 128 MB in fp32
+# (a bound: a subtoken starts fewer than max_span_width candidates).
+SPAN_WINDOW_ELEMENTS = 2**25
 # A document's encoder outputs, given to the model: a function of a segment's index (``[segment_len, H]``: a
 # cache), or the whole document's ``[num_subtokens, H]``, already encoded (several documents in one pass).
 EncodedSegments = Callable[[int], torch.Tensor] | torch.Tensor
@@ -91,28 +95,65 @@ class IncrementalCorefModel(nn.Module):
         return self
 
     # ---------------------------------------------------------------- pieces
+    def encode_segments(self, document: DocumentTensors, first: int, count: int) -> list[torch.Tensor]:
+        """Segments ``first`` to ``first + count - 1`` in one pass of the encoder (the model's one call of it):
+        each one's subtoken representations ``[segment_len, H]``."""
+        lengths = document.lengths()[first : first + count]
+        window = slice(first, first + count)
+        ids = document.input_ids[window, : max(lengths)]
+        mask = document.attention_mask[window, : max(lengths)]
+        with torch.set_grad_enabled(torch.is_grad_enabled() and self.trains_encoder):
+            hidden = self.encoder(ids, mask, lengths)  # [their subtokens, H]
+        return list(hidden.split(lengths)) if count > 1 else [hidden]
+
     def encode_segment(self, document: DocumentTensors, index: int) -> torch.Tensor:
-        """One segment's subtoken representations: ``[segment_len, H]`` (the model's one call of its encoder)."""
-        length = document.lengths()[index]
-        ids = document.input_ids[index : index + 1, :length]
-        mask = document.attention_mask[index : index + 1, :length]
-        if self.config.finetune_encoder and self.training:
-            return self.encoder(ids, mask, [length])
-        with torch.no_grad():
-            return self.encoder(ids, mask, [length])
+        """One segment's subtoken representations: ``[segment_len, H]``."""
+        return self.encode_segments(document, index, 1)[0]
+
+    @property
+    def trains_encoder(self) -> bool:
+        """Whether the encoder is in the segments' graph: fine-tuned, in training."""
+        return self.config.finetune_encoder and self.training
+
+    @property
+    def encoder_window(self) -> int:
+        """Segments encoded in one pass when reading a document (windows aligned on the document's first segment,
+        so that a segment is always encoded with the same others: the same numbers at every visit): the encoder's
+        batch; one at a time when the encoder trains (each segment's graph is backpropagated before the next is
+        read) or in training on crops (crops of one document share segments, not windows)."""
+        if self.trains_encoder or (self.training and self.config.crop_training_documents):
+            return 1
+        return self.encoder.segment_batch_size
+
+    def encoder_windows(self, document: DocumentTensors, index: int) -> tuple[int, int]:
+        """The window of segments ``index`` is encoded with: its first segment and its number of segments."""
+        size = self.encoder_window
+        first = index - index % size
+        return first, min(size, document.num_segments - first)
 
     def segment_outputs(
         self, document: DocumentTensors, encoded: EncodedSegments | None = None
     ) -> Callable[[int], torch.Tensor]:
-        """Segment ``i``'s encoder output ``[segment_len, H]`` as a function of ``i``: from ``encoded`` (a function
-        of the index, or the document's ``[num_subtokens, H]``), or ``encode_segment``."""
-        if encoded is None:
-            return lambda index: self.encode_segment(document, index)
+        """Segment ``i``'s encoder output ``[segment_len, H]`` as a function of ``i`` (called in order): from
+        ``encoded`` (a function of the index, or the document's ``[num_subtokens, H]``), or encoded here a window
+        of ``encoder_window`` segments at a time (only the current window's outputs are kept)."""
         if callable(encoded):
             return encoded
         lengths = document.lengths()
-        starts = [sum(lengths[:index]) for index in range(len(lengths))]
-        return lambda index: encoded[starts[index] : starts[index] + lengths[index]]
+        if encoded is not None:
+            starts = [sum(lengths[:index]) for index in range(len(lengths))]
+            return lambda index: encoded[starts[index] : starts[index] + lengths[index]]
+        window: dict[int, torch.Tensor] = {}
+
+        def output(index: int) -> torch.Tensor:
+            if index not in window:
+                window.clear()
+                first, count = self.encoder_windows(document, index)
+                outputs = self.encode_segments(document, first, count)  # each [segment_len, H]
+                window.update(zip(range(first, first + count), outputs, strict=True))
+            return window[index]
+
+        return output
 
     def segment_spans(
         self, document: DocumentTensors, hidden: torch.Tensor, offset: int, train: bool = False
@@ -148,6 +189,80 @@ class IncrementalCorefModel(nn.Module):
             )
         spans = [(start + offset, end + offset) for start, end in kept_spans]
         return SegmentSpans(starts[kept], ends[kept], embeddings, scores, mention_loss, spans)
+
+    def span_windows(
+        self, document: DocumentTensors, hidden_of: Callable[[int], torch.Tensor], train: bool = False
+    ) -> Callable[[int, int], SegmentSpans]:
+        """``segment_spans`` as a function of a segment's index and offset (called in order), with the candidates'
+        mention scores computed for a window of segments at a time (``SpanScorer.candidate_scores``: one pass
+        instead of one per segment, within ``SPAN_WINDOW_ELEMENTS`` elements of its largest tensors) and each
+        segment's kept spans scored again, with their graph in training, when it is read. The same kept spans,
+        embeddings and scores as ``segment_spans``, to float rounding of the candidates' scores (other GEMM
+        shapes). A mention loss over every candidate (``mention_loss_spans: candidates``) needs each segment's
+        candidates in its graph: then ``segment_spans`` itself, segment by segment."""
+        config = self.config
+        if train and config.mention_loss_coef and config.mention_loss_spans == "candidates":
+            return lambda index, offset: self.segment_spans(document, hidden_of(index), offset, train)
+        lengths = document.lengths()
+        budget = max(1, SPAN_WINDOW_ELEMENTS // (config.max_span_width * int(config.ffnn_size)))  # subtokens
+        window: dict[int, tuple] = {}  # segment index -> (hidden, starts, ends, candidate scores) of the window
+
+        def read_window(first: int, offset: int) -> None:
+            count, tokens = 1, lengths[first]
+            while first + count < len(lengths) and tokens + lengths[first + count] <= budget:
+                tokens += lengths[first + count]
+                count += 1
+            outputs = [hidden_of(index) for index in range(first, first + count)]  # each [segment_len, H]
+            hidden = torch.cat(outputs) if count > 1 else outputs[0]  # [tokens, H]
+            starts, ends = document.candidate_spans(
+                config.max_span_width,
+                config.word_boundary_spans,
+                slice(offset, offset + tokens),
+                config.special_token_spans,
+            )  # [candidates] each, in the window's offsets
+            bounds = [0]  # each segment's first subtoken in the window, then the window's end
+            for index in range(first, first + count):
+                bounds.append(bounds[-1] + lengths[index])
+            if config.special_token_spans and count > 1:  # the original's rule: a span may cross a segment's end
+                within = torch.searchsorted(host_tensor(bounds[1:-1], starts.device), starts, right=True)
+                within = within == torch.searchsorted(host_tensor(bounds[1:-1], ends.device), ends, right=True)
+                inside = within.nonzero().squeeze(1)
+                starts, ends = starts.index_select(0, inside), ends.index_select(0, inside)
+            scores = self.span_scorer.candidate_scores(hidden, starts, ends) if starts.numel() else None
+            # Each segment's first candidate (the candidates are sorted by start): one read for the window.
+            cuts = torch.searchsorted(starts, host_tensor(bounds, starts.device)).tolist()
+            window.clear()
+            for position, index in enumerate(range(first, first + count)):
+                rows = slice(cuts[position], cuts[position + 1])
+                local = bounds[position]
+                window[index] = (
+                    outputs[position],
+                    starts[rows] - local,
+                    ends[rows] - local,
+                    scores.rows(rows.start, rows.stop) if scores is not None else None,
+                )
+
+        def spans(index: int, offset: int) -> SegmentSpans:
+            if index not in window:
+                read_window(index, offset)
+            hidden, starts, ends, candidates = window.pop(index)
+            length = hidden.shape[0]
+            if starts.numel() == 0:
+                empty = torch.zeros(0, dtype=torch.long, device=hidden.device)
+                return SegmentSpans(empty, empty, hidden.new_zeros(0, self.span_dim), hidden.new_zeros(0), None, [])
+            k = max(1, min(int(length * config.top_span_ratio), starts.shape[0]))
+            kept_spans: list[Span] = []
+            kept = prune_spans(candidates.scores, starts, ends, k, kept_spans)  # [k], sorted by (start, end)
+            scores, embeddings = self.span_scorer.kept_span_scores(hidden, starts, ends, kept, candidates)
+            mention_loss = None
+            if train and config.mention_loss_coef:  # over the kept spans (mention_loss_spans: top)
+                mention_loss = config.mention_loss_coef * gold_mention_loss(
+                    starts[kept] + offset, ends[kept] + offset, scores, document.gold_starts, document.gold_ends
+                )
+            found = [(start + offset, end + offset) for start, end in kept_spans]
+            return SegmentSpans(starts[kept], ends[kept], embeddings, scores, mention_loss, found)
+
+        return spans
 
     def update_weight(self, entity: torch.Tensor, mention: torch.Tensor, size: int) -> torch.Tensor | float:
         """UPDATE's ``a`` in ``e <- a e + (1 - a) m``: ``sigmoid(FFNN([e; m]))``, or ``size / (size + 1)`` (mean).
@@ -200,19 +315,17 @@ class IncrementalCorefModel(nn.Module):
         gradients (``SegmentLoss``). Training reads every gold span and the non-gold ones ``sampled_spans`` keeps.
         The segment is begun on ``memory`` here; the caller ends it (``EntityMemory.end_segment``).
         """
-        weights = self.pair_scorer.first_layer_parts()
-        target_projections = self.pair_scorer.project_targets(embeddings, weights)  # [k, ffnn]
-        candidate_projections = self.pair_scorer.project_candidates(embeddings, weights)  # [k, ffnn]
-        sources = self.src_projection(embeddings) if self.uses_coarse else None  # [k, D]
         spans = list(zip(starts, ends, strict=True))
         read = self.sampled_spans(spans, gold) if train and gold is not None else list(range(len(spans)))
-        floors = self.coarse_floors(mention_scores)  # [k] or None
-        tensors = [embeddings, target_projections, candidate_projections, sources, mention_scores, floors]
-        if len(read) < len(spans):
+        if len(read) < len(spans):  # only the spans read: [n, D], [n]
             rows = host_tensor(read, embeddings.device)  # [n]
-            tensors = [tensor.index_select(0, rows) if tensor is not None else None for tensor in tensors]
-        embeddings, target_projections, candidate_projections, sources, mention_scores, floors = tensors  # [n, .]
+            embeddings, mention_scores = embeddings.index_select(0, rows), mention_scores.index_select(0, rows)
         read_spans = [spans[index] for index in read]
+        weights = self.pair_scorer.first_layer_parts()
+        target_projections = self.pair_scorer.project_targets(embeddings, weights)  # [n, ffnn]
+        candidate_projections = self.pair_scorer.project_candidates(embeddings, weights)  # [n, ffnn]
+        sources = self.src_projection(embeddings) if self.uses_coarse else None  # [n, D]
+        floors = self.coarse_floors(mention_scores)  # [n] or None
         table = memory.begin_segment(embeddings, candidate_projections, mention_scores)
         scores = SegmentScores(
             self,
@@ -257,12 +370,12 @@ class IncrementalCorefModel(nn.Module):
         memory = EntityMemory(config.recent_mentions, config.entity_representation)
         gold = GoldAntecedents(document) if train else None
         features = PairFeatures.of_document(document, config)
-        hidden_of = self.segment_outputs(document, segment_hidden)
+        spans_of = self.span_windows(document, self.segment_outputs(document, segment_hidden), train)
         losses: list[torch.Tensor] = []  # each segment's, detached: read once, at the end
         kept_spans: list[Span] = []
         offset = 0
         for index, length in enumerate(document.lengths()):
-            found = self.segment_spans(document, hidden_of(index), offset, train)
+            found = spans_of(index, offset)
             for span in found.spans:
                 features.rank_of_span[span] = len(kept_spans)
                 kept_spans.append(span)

@@ -116,21 +116,21 @@ class SegmentScores:
         self.calibrated = config.score == "calibrated"
         self.limit = config.max_top_entities
         n, num_base = len(spans), table.num_base
-        # Positions (PairFeatures.positions) of the read spans and of the static rows' anchors, moved at once.
-        self.located_host = features.positions(spans)
+        # Positions (PairFeatures.positions) of the read spans and of the static rows' anchors, on the host.
+        self.located_host = np.array(features.positions(spans), dtype=np.int64).reshape(-1, 2)  # [n, 2]
         base_anchors = features.positions([memory.anchor(column_id) for column_id in memory.base_ids])
-        positions = host_tensor(self.located_host + base_anchors + self.located_host, self.device).reshape(-1, 2)
-        self.located, self.static_anchors = positions[:n], positions[n:]  # [n, 2], [B + n, 2]
+        self.static_anchors = np.concatenate([np.array(base_anchors, dtype=np.int64).reshape(-1, 2), self.located_host])
         self.static_embeddings, self.static_projections, self.static_priors = table.static()  # [B + n, .]
-        self.bilinear = None  # [n, B + n]: the coarse term, in the graph with the calibrated score
+        self.coarse_scores = None  # [n, B + n]: the bilinear term + each row's prior (the coarse score)
         if model.uses_coarse:
-            with torch.set_grad_enabled(torch.is_grad_enabled() and self.calibrated):
-                self.bilinear = (sources @ self.static_embeddings.T).float()
+            with torch.set_grad_enabled(torch.is_grad_enabled() and self.calibrated):  # with the calibrated score
+                bilinear = (sources @ self.static_embeddings.T).float()  # [n, B + n]
+                self.coarse_scores = bilinear + self.static_priors.float()
         # 1. The mention scores, the floors and the coarse scores in one read.
         ranks = self.limit is not None or floors is not None
         read = [mention_scores.detach().float()] + ([floors.float()] if floors is not None else [])
         if ranks:
-            read.append((self.bilinear.detach() + self.static_priors.detach().float()).reshape(-1))
+            read.append(self.coarse_scores.detach().reshape(-1))
         values = to_host(torch.cat(read)) if n else np.zeros(0, dtype=np.float32)
         self.mention_scores = values[:n]  # [n]
         self.floors = values[n : 2 * n] if floors is not None else None  # [n]
@@ -157,8 +157,9 @@ class SegmentScores:
         self.parts.append(scores)
         self.size += len(positions)
 
-    def _static_values(self, positions: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """The values of the pairs (read span ``positions`` ``[P]``, static ``rows`` ``[P]``): ``[P]``."""
+    def _static_values(self, positions: torch.Tensor, rows: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        """The values of the pairs (read span ``positions`` ``[P]``, static ``rows`` ``[P]``, their feature
+        ``indices`` ``[3, P]``): ``[P]``."""
         scorer = self.model.pair_scorer
         total = positions.shape[0]
         width = self.static_embeddings.shape[1] + self.target_projections.shape[1]
@@ -166,13 +167,12 @@ class SegmentScores:
         chunks = []
         for first in range(0, total, step):
             span_rows, table_rows = positions[first : first + step], rows[first : first + step]  # [p] each
-            anchors = self.static_anchors.index_select(0, table_rows).unsqueeze(1)  # [p, 1, 2]
             chunks.append(
                 scorer.scores(
                     self.embeddings.index_select(0, span_rows),  # [p, D]: each pair its own target
                     self.static_embeddings,
                     table_rows.unsqueeze(1),  # [p, 1]
-                    self.features(scorer, self.located.index_select(0, span_rows), anchors),  # [p, 1, F]
+                    self.features.embed(scorer, indices[:, first : first + step]),  # [p, 1, F]
                     candidate_projection=self.static_projections,
                     parts=self.weights,
                     target_projection=self.target_projections.index_select(0, span_rows),
@@ -180,16 +180,17 @@ class SegmentScores:
             )
         fine = torch.cat(chunks) if len(chunks) > 1 else chunks[0]  # [P]
         if self.calibrated:  # the baseline's s_m(j) and coarse terms
-            bilinear = self.bilinear.reshape(-1).index_select(0, positions * self.table.num_static + rows)  # [P]
-            fine = fine + self.static_priors.index_select(0, rows) + bilinear
+            fine = fine + self.coarse_scores.reshape(-1).index_select(0, positions * self.table.num_static + rows)
         return fine
 
     def score_static(self, positions: np.ndarray, rows: np.ndarray) -> None:
-        """Score the pairs (read span ``positions``, static ``rows``) in one pass, read back in one transfer."""
+        """Score the pairs (read span ``positions``, static ``rows``) in one pass, read back in one transfer (their
+        feature indices computed on the host and moved with them)."""
         if not len(positions):
             return
-        pairs = host_tensor(np.stack([positions, rows]), self.device)  # [2, P]
-        scores = self._static_values(pairs[0], pairs[1])  # [P]
+        indices = self.features.indices(self.located_host[positions], self.static_anchors[rows])  # [3, P]
+        pairs = host_tensor(np.concatenate([np.stack([positions, rows]), indices]), self.device)  # [5, P]
+        scores = self._static_values(pairs[0], pairs[1], pairs[2:])  # [P]
         self._record(positions, rows, scores, to_host(scores))
 
     def static_pass(self, memory: EntityMemory, spans: Sequence[Span], gold: GoldAntecedents | None) -> None:
@@ -201,12 +202,14 @@ class SegmentScores:
         if self.limit is not None:
             scored = self.limit + math.ceil(self.limit * PREFILTER_MARGIN)
             if scored < self.table.num_static:
-                ranking = np.where(potential, self.coarse[:, : self.table.num_static], -np.inf)  # [n, B + n]
-                if gold is not None:  # the gold columns first: the decisions require them
-                    for position, rows in self.gold_rows(memory, spans, gold, 0).items():
-                        ranking[position, rows] = np.inf
+                # Each span's gold columns (training: the decisions require them, however many), in training every
+                # earlier span too (a span that joins a gold entity in the segment becomes one of its gold columns;
+                # negative sampling keeps the spans few), and its best K + margin others by coarse score.
+                chosen = self.gold_mask(memory, spans, gold, 0) & potential  # [n, B + n]
+                if gold is not None:
+                    chosen[:, self.num_base :] |= np.tri(n, n, -1, dtype=bool)
+                ranking = np.where(potential & ~chosen, self.coarse[:, : self.table.num_static], -np.inf)
                 best = np.argpartition(-ranking, scored - 1, axis=1)[:, :scored]  # [n, K + margin]
-                chosen = np.zeros_like(potential)
                 np.put_along_axis(chosen, best, True, axis=1)
                 potential &= chosen
         if self.floors is not None:  # inference: only the pairs above the floor go through the fine FFNN
@@ -220,6 +223,16 @@ class SegmentScores:
         base = np.broadcast_to(self.scored_base, (n, num_base))
         earlier = np.tri(n, n, -1, dtype=bool)  # [n, n]: j < i
         return np.concatenate([base, earlier], axis=1)
+
+    def gold_mask(
+        self, memory: EntityMemory, spans: Sequence[Span], gold: GoldAntecedents | None, first: int
+    ) -> np.ndarray:
+        """``[n, B + n]`` bool: ``gold_rows`` as a mask (all False without ``gold``)."""
+        mask = np.zeros((len(spans), self.table.num_static), dtype=bool)
+        if gold is not None:
+            for position, rows in self.gold_rows(memory, spans, gold, first).items():
+                mask[position, rows] = True
+        return mask
 
     def gold_rows(
         self, memory: EntityMemory, spans: Sequence[Span], gold: GoldAntecedents, first: int
@@ -256,12 +269,14 @@ class SegmentScores:
         if count <= 0:
             return
         scorer = self.model.pair_scorer
-        anchor = self.located[position].view(1, 1, 2)
+        anchors = np.broadcast_to(self.located_host[position], (count, 2))  # [m, 2]: the span's, its anchor
+        indices = self.features.indices(self.located_host[later], anchors)  # [3, m]
+        index = host_tensor(np.concatenate([np.zeros((1, count), dtype=np.int64), indices]), self.device)  # [4, m]
         fine = scorer.scores(
             self.embeddings[later],  # [m, D]
             embedding.unsqueeze(0),  # [1, D]
-            torch.zeros(count, 1, dtype=torch.long, device=self.device),  # [m, 1]
-            self.features(scorer, self.located[later], anchor),  # [m, 1, F]
+            index[0].unsqueeze(1),  # [m, 1]: the one candidate
+            self.features.embed(scorer, index[1:]),  # [m, 1, F]
             candidate_projection=projection.unsqueeze(0),
             parts=self.weights,
             target_projection=self.target_projections[later],
@@ -285,8 +300,8 @@ class SegmentScores:
         self, memory: EntityMemory, spans: Sequence[Span], gold: GoldAntecedents | None, position: int, rows: np.ndarray
     ) -> None:
         """4. Score the static ``rows`` the span at ``position`` chose without their score, and every later span's
-        next best static columns (their best ``2**rounds`` times K + margin among the live ones and the spans
-        read from ``position`` on, by coarse score, gold first): one pass, one read."""
+        next best static columns (its gold ones, and its best ``2**rounds`` times K + margin others among the live
+        ones and the spans read from ``position`` on, by coarse score): one pass, one read."""
         self.rounds += 1
         n, num_static = len(spans), self.table.num_static
         live_rows = memory.live_base()[0] + [row for row in memory.live_fresh()[0] if row < num_static]
@@ -295,13 +310,14 @@ class SegmentScores:
         candidates = np.zeros((n - position, num_static), dtype=bool)
         candidates[:, self.num_base + position : self.num_base + n] = np.tri(n - position, n - position, -1, dtype=bool)
         candidates[:, live_rows] = True
-        ranking = np.where(candidates, self.coarse[position:, :num_static], -np.inf)
-        if gold is not None:
-            for at, gold_rows in self.gold_rows(memory, spans, gold, position).items():
-                ranking[at - position, gold_rows] = np.inf
+        wanted = self.gold_mask(memory, spans, gold, position)[position:] & candidates  # [m, B + n]
+        if gold is not None:  # training: every span read since ``position`` too, as in the static pass
+            wanted[:, self.num_base + position : self.num_base + n] |= np.tri(
+                n - position, n - position, -1, dtype=bool
+            )
+        ranking = np.where(candidates & ~wanted, self.coarse[position:, :num_static], -np.inf)
         take = min(num_static, (self.limit + math.ceil(self.limit * PREFILTER_MARGIN)) * 2**self.rounds)
         best = np.argpartition(-ranking, take - 1, axis=1)[:, :take]  # [m, take]
-        wanted = np.zeros_like(candidates)
         np.put_along_axis(wanted, best, True, axis=1)
         wanted &= candidates & (self.flat[position:, :num_static] < 0)
         wanted[0, rows] = True

@@ -369,9 +369,13 @@ def test_active_entities_stay_bounded_on_a_long_document():
     assert output.memory.max_active == len(output.kept_spans) > 3 * peaks[24]
 
 
-def test_training_backpropagates_per_segment_and_detaches():
+@pytest.mark.parametrize("window", [1, 16])
+def test_training_backpropagates_per_window_of_segments_and_detaches(window):
+    """The losses of a window of segments (the encoder's batch) are summed and yielded together: one backward
+    pass per window, each segment's entities detached at its end."""
     torch.manual_seed(0)
     model = IncrementalCorefModel(incremental_config(), tiny_encoder())
+    model.encoder.segment_batch_size = window
     model.train()
     assert not model.encoder.training  # a frozen encoder stays in evaluation mode
     document = tiny_tensors(make_document(num_segments=3), model.config)
@@ -387,7 +391,7 @@ def test_training_backpropagates_per_segment_and_detaches():
         # Nothing from an earlier segment is still in the graph: its entities were detached.
         loss.backward()
         segment_losses.append(float(loss.detach()))
-    assert len(segment_losses) >= 2  # one backward per segment, not one per document
+    assert len(segment_losses) == (document.num_segments if window == 1 else 1)
     assert output.loss == pytest.approx(sum(segment_losses)) and output.loss > 0
     grads = [p.grad for p in model.pair_scorer.parameters() if p.requires_grad]
     assert any(g is not None and g.abs().sum() > 0 for g in grads)
@@ -430,6 +434,8 @@ def test_baseline_pair_features_are_the_baselines_for_the_anchor_as_antecedent()
 
 
 def segment_losses(model: IncrementalCorefModel, document) -> list[float]:
+    """Each segment's loss (a window of one segment each: the encoder's batch of one), backpropagated."""
+    model.encoder.segment_batch_size = 1
     return [float(loss.detach()) for loss in model.training_losses(document) if not loss.backward()]
 
 

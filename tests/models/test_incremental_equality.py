@@ -120,7 +120,8 @@ def reference_pairs(reference: ReferenceIncrementalModel, monkeypatch: pytest.Mo
 
 
 def train_on(model, document, seed: int = 5):
-    """The segment losses of one training pass (each backpropagated), its output and the gradients."""
+    """The losses one training pass yields (each backpropagated), its output and the gradients."""
+    model.zero_grad(set_to_none=True)
     torch.manual_seed(seed)  # the host's draws: negative sampling, teacher forcing
     reader = model.read_segments(document, train=True)
     losses = []
@@ -137,18 +138,30 @@ def train_on(model, document, seed: int = 5):
 
 
 def assert_same_training(model, reference, document, monkeypatch) -> None:
+    """The reference yields each segment's loss; the model the sum of a window of segments' (backpropagated
+    together): read one segment a window (the encoder's batch of one), each loss is compared, and with the
+    default windows their sum; the gradients both ways."""
     pairs = reference_pairs(reference, monkeypatch)
-    losses, output, gradients = train_on(model, document)
     expected_losses, expected_output, expected_gradients = train_on(reference, document)
-    assert_same_decisions(output, expected_output)
-    assert output.loss == pytest.approx(expected_output.loss, rel=1e-5)
     # The scores' sums (the fine FFNN, the coarse projection) in other roundings; each loss sums its spans'
     # log-sum-exps over the columns, and a weight's gradient sums over the scored pairs.
     terms = ffnn_terms(model.pair_scorer.slow_antecedent_scores) + 2 * model.span_dim + sum(pairs)
-    assert_reordered_close(losses, expected_losses, terms)
-    assert gradients.keys() == expected_gradients.keys()
-    assert any(name.startswith("pair_scorer.") for name in gradients)
-    assert_gradients_reordered_close(gradients, expected_gradients, terms)
+    batch = model.encoder.segment_batch_size
+    for window in (1, batch):
+        model.encoder.segment_batch_size = window
+        try:
+            losses, output, gradients = train_on(model, document)
+        finally:
+            model.encoder.segment_batch_size = batch
+        assert_same_decisions(output, expected_output)
+        assert output.loss == pytest.approx(expected_output.loss, rel=1e-5)
+        if window == 1:
+            assert_reordered_close(losses, expected_losses, terms)
+        else:
+            assert_reordered_close(losses.sum(), expected_losses.sum(), terms + len(expected_losses))
+        assert gradients.keys() == expected_gradients.keys()
+        assert any(name.startswith("pair_scorer.") for name in gradients)
+        assert_gradients_reordered_close(gradients, expected_gradients, terms)
 
 
 TRAINING = {

@@ -172,3 +172,58 @@ def test_batched_scores_are_the_one_at_a_time_scores_within_the_float_bound(mode
             alone.top_antecedent_scores,
             terms + ffnn_terms(scorer.slow_antecedent_scores),
         )
+
+
+# ------------------------------------------------------------------------------------ the shipped corpora
+@pytest.fixture(scope="module")
+def minilm_models() -> dict[str, CorefModel]:
+    """Both models on the packaged MiniLM at the ``cpu_minilm`` sizes, their pair weights spread so that they
+    link many mentions (untrained heads: the clusters are not good, but every decision shows in them)."""
+    from coref_pipeline.models.config import BaselineConfig, IncrementalConfig
+    from coref_pipeline.training import build_baseline, build_incremental
+    from tests.models.test_incremental import spread_pair_weights
+
+    config = BaselineConfig(
+        encoder="embedded:minilm", ffnn_size=500, max_top_antecedents=25, coref_depth=1, word_boundary_spans=True
+    )
+    torch.manual_seed(3)
+    baseline = build_baseline(config)
+    with torch.no_grad():
+        for parameter in baseline.model.pair_scorer.parameters():
+            parameter.add_(torch.randn(parameter.shape) * 0.05)
+    incremental = build_incremental(baseline, IncrementalConfig.from_baseline(config, {"threshold": -1.0}))
+    spread_pair_weights(incremental.model, std=0.05, seed=1)
+    return {"baseline": baseline, "incremental": incremental}
+
+
+def corpus_test_documents(path, model: CorefModel) -> list[dict]:
+    from coref_pipeline.formats.conll import ConllFile
+    from coref_pipeline.formats.corpus import SegmentedCorpus, preprocess_corpus, segment_corpus
+
+    frames = {"test": preprocess_corpus(ConllFile.read(path))}
+    length = model.config.max_segment_len
+    return SegmentedCorpus(*segment_corpus(frames, "embedded:minilm", [length])).documents("test", length)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("corpus", ["sample", "litbank"])
+@pytest.mark.parametrize("model_type", ["baseline", "incremental"])
+def test_the_shipped_corpora_test_sets_batched_give_the_clusters_of_one_at_a_time(
+    minilm_models, corpus, model_type, request
+):
+    """The sample corpus's and LitBank's test documents (whole, at the model's segment length): every document's
+    clusters the same batched (the default budget) as one document at a time."""
+    from tests.paths import PROJECT_ROOT
+
+    if corpus == "litbank":
+        path = request.getfixturevalue("litbank_dir") / "test.conll"
+    else:
+        path = PROJECT_ROOT / "data" / "01_raw" / "sample" / "test.english.v4_gold_conll"
+    model = minilm_models[model_type]
+    documents = corpus_test_documents(path, model)
+    alone = model.predict_documents(documents, progress=False, max_tokens_in_batch=0)
+    batched = model.predict_documents(documents, progress=False)
+    assert sum(len(document["predicted_clusters"]) for document in alone) >= len(documents)
+    assert [document["predicted_clusters"] for document in batched] == [
+        document["predicted_clusters"] for document in alone
+    ]

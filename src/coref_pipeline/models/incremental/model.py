@@ -54,6 +54,7 @@ class SegmentSpans(NamedTuple):
     mention_scores: torch.Tensor  # [k]
     mention_loss: torch.Tensor | None  # with train and mention_loss_coef: the weighted mention loss
     spans: list[Span]  # the same spans in the document's offsets, on the host (known without a read)
+    ends_window: bool = True  # the last segment of the window of segments whose spans were scored together
 
 
 class IncrementalCorefModel(nn.Module):
@@ -193,23 +194,29 @@ class IncrementalCorefModel(nn.Module):
     def span_windows(
         self, document: DocumentTensors, hidden_of: Callable[[int], torch.Tensor], train: bool = False
     ) -> Callable[[int, int], SegmentSpans]:
-        """``segment_spans`` as a function of a segment's index and offset (called in order), with the candidates'
-        mention scores computed for a window of segments at a time (``SpanScorer.candidate_scores``: one pass
-        instead of one per segment, within ``SPAN_WINDOW_ELEMENTS`` elements of its largest tensors) and each
-        segment's kept spans scored again, with their graph in training, when it is read. The same kept spans,
-        embeddings and scores as ``segment_spans``, to float rounding of the candidates' scores (other GEMM
-        shapes). A mention loss over every candidate (``mention_loss_spans: candidates``) needs each segment's
-        candidates in its graph: then ``segment_spans`` itself, segment by segment."""
+        """``segment_spans`` as a function of a segment's index and offset (called in order), computed for a window
+        of segments at a time: every candidate's mention score in one pass without a graph
+        (``SpanScorer.candidate_scores``), each segment's spans pruned on its own, then every kept span of the
+        window scored again in one pass, with its graph in training (``kept_span_scores``). A window is at most
+        the encoder's batch of segments (one when the encoder trains) and ``SPAN_WINDOW_ELEMENTS`` elements of
+        the candidate pass's largest tensors, so memory does not grow with the document; in training the caller
+        backpropagates at each window's end (``SegmentSpans.ends_window``). The same kept spans, embeddings and
+        scores as ``segment_spans``, to float rounding (other GEMM shapes). A mention loss over every candidate
+        (``mention_loss_spans: candidates``) needs each segment's candidates in its graph: then ``segment_spans``
+        itself, segment by segment."""
         config = self.config
         if train and config.mention_loss_coef and config.mention_loss_spans == "candidates":
             return lambda index, offset: self.segment_spans(document, hidden_of(index), offset, train)
         lengths = document.lengths()
         budget = max(1, SPAN_WINDOW_ELEMENTS // (config.max_span_width * int(config.ffnn_size)))  # subtokens
-        window: dict[int, tuple] = {}  # segment index -> (hidden, starts, ends, candidate scores) of the window
+        # A window's graph is backpropagated at its end (``SegmentSpans.ends_window``): one segment when the encoder
+        # trains (its graph holds the encoder's activations), else the encoder's batch of segments.
+        segments_cap = 1 if self.trains_encoder else self.encoder.segment_batch_size
+        window: dict[int, tuple] = {}  # segment index -> its kept spans, scored with the window's
 
         def read_window(first: int, offset: int) -> None:
             count, tokens = 1, lengths[first]
-            while first + count < len(lengths) and tokens + lengths[first + count] <= budget:
+            while first + count < len(lengths) and count < segments_cap and tokens + lengths[first + count] <= budget:
                 tokens += lengths[first + count]
                 count += 1
             outputs = [hidden_of(index) for index in range(first, first + count)]  # each [segment_len, H]
@@ -232,35 +239,52 @@ class IncrementalCorefModel(nn.Module):
             # Each segment's first candidate (the candidates are sorted by start): one read for the window.
             cuts = torch.searchsorted(starts, host_tensor(bounds, starts.device)).tolist()
             window.clear()
+            # Each segment's kept spans (pruned on its own, k of its length), then every kept span of the window
+            # scored in one pass: [kept in the window], [kept in the window, D].
+            kept_rows, kept_lists, sizes = [], [], []
             for position, index in enumerate(range(first, first + count)):
                 rows = slice(cuts[position], cuts[position + 1])
                 local = bounds[position]
+                kept_spans: list[Span] = []
+                if rows.stop > rows.start:
+                    k = max(1, min(int(lengths[index] * config.top_span_ratio), rows.stop - rows.start))
+                    kept = prune_spans(
+                        scores.scores[rows], starts[rows] - local, ends[rows] - local, k, kept_spans
+                    )  # [k], sorted by (start, end), rows of the segment's candidates
+                    kept_rows.append(kept + rows.start)
+                kept_lists.append(kept_spans)
+                sizes.append(len(kept_spans))
+            if kept_rows:
+                kept = torch.cat(kept_rows) if len(kept_rows) > 1 else kept_rows[0]  # [kept in the window]
+                mention_scores, embeddings = self.span_scorer.kept_span_scores(hidden, starts, ends, kept, scores)
+                kept_starts, kept_ends = starts[kept], ends[kept]
+                parts = [t.split(sizes) for t in (kept_starts, kept_ends, embeddings, mention_scores)]
+            else:
+                empty = torch.zeros(0, dtype=torch.long, device=hidden.device)
+                parts = [[empty] * count, [empty] * count]
+                parts += [[hidden.new_zeros(0, self.span_dim)] * count, [hidden.new_zeros(0)] * count]
+            for position, index in enumerate(range(first, first + count)):
+                local = bounds[position]
                 window[index] = (
-                    outputs[position],
-                    starts[rows] - local,
-                    ends[rows] - local,
-                    scores.rows(rows.start, rows.stop) if scores is not None else None,
+                    parts[0][position] - local,  # [k]: local to the segment
+                    parts[1][position] - local,
+                    parts[2][position],  # [k, D]
+                    parts[3][position],  # [k]
+                    kept_lists[position],
+                    index == first + count - 1,
                 )
 
         def spans(index: int, offset: int) -> SegmentSpans:
             if index not in window:
                 read_window(index, offset)
-            hidden, starts, ends, candidates = window.pop(index)
-            length = hidden.shape[0]
-            if starts.numel() == 0:
-                empty = torch.zeros(0, dtype=torch.long, device=hidden.device)
-                return SegmentSpans(empty, empty, hidden.new_zeros(0, self.span_dim), hidden.new_zeros(0), None, [])
-            k = max(1, min(int(length * config.top_span_ratio), starts.shape[0]))
-            kept_spans: list[Span] = []
-            kept = prune_spans(candidates.scores, starts, ends, k, kept_spans)  # [k], sorted by (start, end)
-            scores, embeddings = self.span_scorer.kept_span_scores(hidden, starts, ends, kept, candidates)
+            starts, ends, embeddings, scores, kept_spans, last = window.pop(index)
             mention_loss = None
-            if train and config.mention_loss_coef:  # over the kept spans (mention_loss_spans: top)
+            if train and config.mention_loss_coef and kept_spans:  # over the kept spans (mention_loss_spans: top)
                 mention_loss = config.mention_loss_coef * gold_mention_loss(
-                    starts[kept] + offset, ends[kept] + offset, scores, document.gold_starts, document.gold_ends
+                    starts + offset, ends + offset, scores, document.gold_starts, document.gold_ends
                 )
             found = [(start + offset, end + offset) for start, end in kept_spans]
-            return SegmentSpans(starts[kept], ends[kept], embeddings, scores, mention_loss, found)
+            return SegmentSpans(starts, ends, embeddings, scores, mention_loss, found, last)
 
         return spans
 
@@ -359,10 +383,10 @@ class IncrementalCorefModel(nn.Module):
     ) -> Generator[torch.Tensor, None, IncrementalOutput]:
         """Read the document segment by segment; yield each segment's loss, return the output.
 
-        With ``train`` each segment's summed loss is yielded once its decisions are
-        made (segments without a loss yield nothing). The caller backpropagates it
-        before asking for the next segment: the entities are then detached
-        (truncated backpropagation), so memory does not grow with the document.
+        With ``train`` the segments' losses are summed and yielded at the end of each window of segments
+        (``backward_after``; segments without a loss add nothing). The caller backpropagates the sum before
+        asking for more: the entities are detached at each segment's end (truncated backpropagation), so
+        memory does not grow with the document.
         ``segment_hidden`` may supply the encoder's outputs (``segment_outputs``: a cache for a
         frozen encoder, or the document already encoded).
         """
@@ -374,6 +398,7 @@ class IncrementalCorefModel(nn.Module):
         losses: list[torch.Tensor] = []  # each segment's, detached: read once, at the end
         kept_spans: list[Span] = []
         offset = 0
+        pending: torch.Tensor | None = None  # the losses of the segments since the last one yielded, summed
         for index, length in enumerate(document.lengths()):
             found = spans_of(index, offset)
             for span in found.spans:
@@ -387,8 +412,11 @@ class IncrementalCorefModel(nn.Module):
                 loss = found.mention_loss if loss is None else loss + found.mention_loss
             if loss is not None:
                 if loss.requires_grad:
-                    yield loss
+                    pending = loss if pending is None else pending + loss
                 losses.append(loss.detach())
+            if pending is not None and found.ends_window:
+                yield pending
+                pending = None
             offset += length
             if train and not config.evict_in_training:
                 memory.end_segment()

@@ -138,7 +138,9 @@ class SegmentScores:
         self.coarse = None  # [n, width]
         if ranks:
             self.coarse = np.full((n, width), -np.inf, dtype=np.float32)
-            self.coarse[:, : table.num_static] = values[len(values) - n * table.num_static :].reshape(n, -1)
+            self.coarse[:, : table.num_static] = values[len(values) - n * table.num_static :].reshape(
+                n, table.num_static
+            )
         self.value = np.full((n, width), np.nan, dtype=np.float32)
         self.flat = np.full((n, width), -1, dtype=np.int64)
         self.parts: list[torch.Tensor] = []  # each pass's values, in the graph in training

@@ -8,7 +8,7 @@ import random
 import pytest
 import torch
 
-from coref_pipeline.serving.batching import length_groups, pools
+from coref_pipeline.serving.batching import MAX_TOKENS_IN_BATCH, default_batch_tokens, length_groups, pools
 from coref_pipeline.serving.coref_model import CorefModel, DocumentTooLongError
 from tests.models.tiny import save_tiny_models
 
@@ -138,7 +138,7 @@ def test_a_baseline_document_over_its_limit_is_refused_by_name_among_others(tmp_
     limited = CorefModel.load(baseline_dir, max_inference_subtokens=200)
     too_long = next(d for d in documents if sum(len(s) for s in d["sentences"]) > 200)
     with pytest.raises(DocumentTooLongError, match=f"'{too_long['doc_key']}'"):
-        limited.predict_documents(documents, progress=False)
+        limited.predict_documents(documents, progress=False, max_tokens_in_batch=MAX_TOKENS_IN_BATCH)
 
 
 def encoder_terms(config, width: int) -> int:
@@ -212,7 +212,7 @@ def test_the_shipped_corpora_test_sets_batched_give_the_clusters_of_one_at_a_tim
     minilm_models, corpus, model_type, request
 ):
     """The sample corpus's and LitBank's test documents (whole, at the model's segment length): every document's
-    clusters the same batched (the default budget) as one document at a time."""
+    clusters the same batched (the accelerators' default budget) as one document at a time."""
     from tests.paths import PROJECT_ROOT
 
     if corpus == "litbank":
@@ -222,8 +222,17 @@ def test_the_shipped_corpora_test_sets_batched_give_the_clusters_of_one_at_a_tim
     model = minilm_models[model_type]
     documents = corpus_test_documents(path, model)
     alone = model.predict_documents(documents, progress=False, max_tokens_in_batch=0)
-    batched = model.predict_documents(documents, progress=False)
+    batched = model.predict_documents(documents, progress=False, max_tokens_in_batch=MAX_TOKENS_IN_BATCH)
     assert sum(len(document["predicted_clusters"]) for document in alone) >= len(documents)
     assert [document["predicted_clusters"] for document in batched] == [
         document["predicted_clusters"] for document in alone
     ]
+
+
+def test_the_default_budget_batches_on_an_accelerator_and_reads_one_document_at_a_time_on_a_cpu(models):
+    assert default_batch_tokens("cuda") == default_batch_tokens("mps") == MAX_TOKENS_IN_BATCH
+    assert default_batch_tokens("cpu") == 0
+    model = models["baseline"]
+    assert model.device.type == "cpu"
+    assert model.batch_tokens() == 0 and model.batch_tokens(None) == 0
+    assert model.batch_tokens(64) == 64 and model.batch_tokens(0) == 0

@@ -225,10 +225,11 @@ def test_requests_that_arrive_together_are_read_at_once_each_answered_alone(tmp_
     import asyncio
     import threading
 
+    from coref_pipeline.serving.batching import MAX_TOKENS_IN_BATCH
     from coref_pipeline.serving.server import Predictor, RequestError
 
     _, model_dir = save_tiny_models(tmp_path)
-    predictor = Predictor(lambda: CorefModel.load(model_dir), str(model_dir))
+    predictor = Predictor(lambda: CorefModel.load(model_dir), str(model_dir), MAX_TOKENS_IN_BATCH)
     model = predictor.model
     calls = []
     original = type(model).predict_many

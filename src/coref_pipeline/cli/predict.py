@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from coref_pipeline.cli import CommandError
-from coref_pipeline.serving.batching import MAX_TOKENS_IN_BATCH
 
 logger = logging.getLogger(__name__)
 
@@ -61,10 +60,10 @@ DESCRIPTION = (
 @click.option(
     "--batch-tokens",
     type=click.IntRange(min=0),
-    default=MAX_TOKENS_IN_BATCH,
-    show_default=True,
+    default=None,
     help="subtokens the encoder reads in one pass over the segments of several documents; 0 reads one document "
-    "at a time (the same clusters; docs/benchmarks.md measures the speed)",
+    "at a time (the same clusters; default: 8192 on a GPU, 0 on a CPU, where it measured no faster: "
+    "docs/benchmarks.md)",
 )
 @click.option(
     "--device",
@@ -92,7 +91,7 @@ def predict(
     max_subtokens: int | None,
     max_antecedents: int | None,
     min_coarse_score: float | None,
-    batch_tokens: int,
+    batch_tokens: int | None,
     device: str,
     precision: str,
 ) -> None:

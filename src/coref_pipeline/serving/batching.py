@@ -17,9 +17,19 @@ from typing import TypeVar
 
 ItemT = TypeVar("ItemT")
 
-# Subtokens read by the encoder in one pass over the segments of several documents (padding included). On the
-# 2-core CPU, batched prediction of OntoNotes-shaped documents measured fastest at ... (docs/benchmarks.md).
+# Subtokens read by the encoder in one pass over the segments of several documents (padding included), on an
+# accelerator: fastcoref's order of budget (its max_tokens_in_batch), where one pass of many short documents'
+# segments fills a device that one document's leave idle; not yet timed on a GPU here.
 MAX_TOKENS_IN_BATCH = 8192
+
+
+def default_batch_tokens(device_type: str) -> int:
+    """The budget prediction takes unless told: ``MAX_TOKENS_IN_BATCH`` on an accelerator (``cuda``, ``mps``), 0 (one
+    document at a time) on a CPU, where batching measured no faster (OntoNotes-shaped documents: 1.01x for the
+    baseline, 0.94x for the incremental model; docs/benchmarks.md, "Many documents at once")."""
+    return 0 if device_type == "cpu" else MAX_TOKENS_IN_BATCH
+
+
 # How many budgets' worth of documents are read ahead from an iterator and sorted by length before they are
 # grouped: longer looks sort better, and hold more documents' inputs (not their encoder outputs) in memory.
 POOL_BUDGETS = 4

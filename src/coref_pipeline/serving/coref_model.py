@@ -44,7 +44,7 @@ from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.incremental import IncrementalCorefModel
 from coref_pipeline.models.serialization import ModelDirectoryError, load_model_directory, save_model_directory
 from coref_pipeline.runtime.devices import bound_host_memory, keep_host_memory, resolve_device, resolve_precision
-from coref_pipeline.serving.batching import MAX_TOKENS_IN_BATCH, length_groups, pools
+from coref_pipeline.serving.batching import default_batch_tokens, length_groups, pools
 from coref_pipeline.serving.inputs import DocumentInput, InputFormatError, SpeakersInput, record_content
 from coref_pipeline.serving.results import CorefResult, result_from_split
 
@@ -293,15 +293,17 @@ class CorefModel:
         progress: bool = True,
         total: int | None = None,
         segment_length: int | str | None = None,
-        max_tokens_in_batch: int | None = MAX_TOKENS_IN_BATCH,
+        max_tokens_in_batch: int | None = None,
     ) -> list[dict[str, Any]]:
         """Each jsonlines document with ``predicted_clusters`` added (subtoken spans), in their order.
 
         ``segment_length``: the documents' segment length when it is not the model's (a ``SegmentLength`` label:
         512, "5sent"; see ``corpus_documents``). ``max_tokens_in_batch``: the subtokens of one encoder pass over
         the segments of several documents (``serving.batching``; documents are read ahead from an iterator a few
-        budgets at a time); 0 or None reads one document at a time. The clusters are the same either way.
+        budgets at a time); 0 reads one document at a time; None, the device's default (``batch_tokens``). The
+        clusters are the same either way.
         """
+        max_tokens_in_batch = self.batch_tokens(max_tokens_in_batch)
         max_segment_len = self.readable_segment_len(segment_length)
         if total is None and hasattr(documents, "__len__"):
             total = len(documents)  # type: ignore[arg-type]
@@ -321,6 +323,12 @@ class CorefModel:
                     predicted.append({**document, "predicted_clusters": _as_lists(outcome)})
                 bar.update(len(pool))
         return predicted
+
+    def batch_tokens(self, max_tokens_in_batch: int | None = None) -> int:
+        """The encoder budget of batched prediction: ``max_tokens_in_batch`` when given, else the default of the
+        model's device (``batching.default_batch_tokens``: 8,192 subtokens on a GPU, one document at a time on a
+        CPU)."""
+        return default_batch_tokens(self.device.type) if max_tokens_in_batch is None else max_tokens_in_batch
 
     def readable_segment_len(self, segment_length: int | str | None) -> int:
         """The longest segment accepted from documents segmented at ``segment_length``: the model's
@@ -365,7 +373,7 @@ class CorefModel:
         doc_key: str = "document",
         *,
         texts: Iterable[DocumentInput | Mapping[str, Any]] | None = None,
-        max_tokens_in_batch: int | None = MAX_TOKENS_IN_BATCH,
+        max_tokens_in_batch: int | None = None,
     ) -> CorefResult | list[CorefResult]:
         """Clusters of one document: raw text, a list of words, or a list of sentences (lists of words); or, with
         ``texts=[...]`` (a list or an iterator), of many documents at once: a list of results in their order
@@ -398,12 +406,12 @@ class CorefModel:
         genre: str = DEFAULT_GENRE,
         progress: bool = True,
         total: int | None = None,
-        max_tokens_in_batch: int | None = MAX_TOKENS_IN_BATCH,
+        max_tokens_in_batch: int | None = None,
     ) -> Iterator[CorefResult]:
         """``predict`` on many documents, yielded in their order as they are done, with a progress bar: documents
         read a few budgets ahead, grouped by length, and the segments of a group read by the encoder together
-        (``max_tokens_in_batch`` subtokens a pass; 0 or None: one document at a time). The clusters are the same
-        either way.
+        (``max_tokens_in_batch`` subtokens a pass; 0: one document at a time; None: the device's default,
+        ``batch_tokens``). The clusters are the same either way.
 
         An item is what ``predict`` takes, or a record ``{"text": ...}`` or
         ``{"sentences": [[...]]}`` (or ``{"words": [...]}``) with optional ``speakers``,
@@ -413,7 +421,7 @@ class CorefModel:
             total = len(documents)  # type: ignore[arg-type]
         prepared = (self._prepared(item, index, genre) for index, item in enumerate(documents))
         with tqdm(total=total, desc="predict", unit="doc", disable=not progress) as bar:
-            budget = max_tokens_in_batch or 0
+            budget = self.batch_tokens(max_tokens_in_batch)
             for pool in pools(prepared, lambda item: _subtokens(item[2]) if item[2] else 0, max(budget, 1)):
                 readable = [item for item in pool if item[2] is not None]
                 if budget:

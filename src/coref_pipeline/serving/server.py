@@ -23,7 +23,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from coref_pipeline.serving.batching import MAX_TOKENS_IN_BATCH
 from coref_pipeline.serving.coref_model import CorefModel, DocumentTooLongError
 from coref_pipeline.serving.inputs import InputFormatError
 
@@ -81,13 +80,11 @@ class Predictor:
     a second pool that competes with the first for the cores (measured: predictions 15-20% slower, in every
     thread, once two threads had predicted). Requests that arrive while the model is busy wait together, and the
     model then reads all their texts at once (``CorefModel.predict_many``: grouped by length, the segments of a
-    group through the encoder together, ``max_tokens_in_batch`` subtokens a pass), each request answered with its
-    own texts' clusters, the same as alone.
+    group through the encoder together, ``max_tokens_in_batch`` subtokens a pass; None: the device's default,
+    ``CorefModel.batch_tokens``), each request answered with its own texts' clusters, the same as alone.
     """
 
-    def __init__(
-        self, load: Callable[[], CorefModel], source: str, max_tokens_in_batch: int = MAX_TOKENS_IN_BATCH
-    ) -> None:
+    def __init__(self, load: Callable[[], CorefModel], source: str, max_tokens_in_batch: int | None = None) -> None:
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="coref-model")
         self.model = self._thread.submit(load).result()
         self.source = source

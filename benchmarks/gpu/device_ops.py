@@ -75,6 +75,7 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 from coref_pipeline.formats.conll import ConllFile  # noqa: E402
 from coref_pipeline.formats.corpus import SegmentedCorpus, preprocess_corpus, segment_corpus  # noqa: E402
 from coref_pipeline.models.config import TrainingConfig  # noqa: E402
+from coref_pipeline.runtime.host_reads import READ_OPERATORS, in_fused_optimiser  # noqa: E402
 from coref_pipeline.serving.coref_model import CorefModel  # noqa: E402
 from coref_pipeline.training.baseline import baseline_recipe  # noqa: E402
 from coref_pipeline.training.engine import Engine  # noqa: E402
@@ -91,17 +92,6 @@ CORPORA = {
     "sample": ROOT / "data" / "01_raw" / "sample" / "train.english.v4_gold_conll",
 }
 MODELS = ("baseline", "incremental")
-SYNC_OPERATORS = frozenset(
-    {
-        "aten::_local_scalar_dense",
-        "aten::nonzero",
-        "aten::_unique2",
-        "aten::unique_dim",
-        "aten::unique_consecutive",
-        "aten::masked_select",
-    }
-)
-FUSED_OPTIMISERS = frozenset({"aten::_fused_adam_", "aten::_fused_adamw_"})
 ISSUE_PROXY = frozenset({"aten::item", "aten::nonzero"})
 CUDA_SYNCS = frozenset({"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize"})
 OUTPUT = ROOT / "data" / "benchmarks" / "device_ops.json"
@@ -170,15 +160,6 @@ class PythonReads:
                 setattr(torch, name, original)
 
 
-def in_fused_optimiser(event: Any) -> bool:
-    parent = event.cpu_parent
-    while parent is not None:
-        if parent.name in FUSED_OPTIMISERS:
-            return True
-        parent = parent.cpu_parent
-    return False
-
-
 @contextmanager
 def counting(device: torch.device) -> Iterator[Counts]:
     """Profile the block; the ``Counts`` yielded is filled when it ends."""
@@ -199,7 +180,7 @@ def counting(device: torch.device) -> Iterator[Counts]:
                 counts.cuda_kernels += 1
             continue
         names[name] += 1
-        if name in SYNC_OPERATORS:
+        if name in READ_OPERATORS:
             if in_fused_optimiser(event):
                 counts.optimiser_reads += 1
             else:

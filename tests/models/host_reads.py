@@ -1,6 +1,6 @@
 """Counting the host reads (synchronisations on a GPU) and operator events of a piece of model code.
 
-As benchmarks/gpu/device_ops.py counts them: the operator events that read a tensor's values
+As benchmarks/gpu/device_ops.py counts them (``runtime.host_reads``): the operator events that read a tensor's values
 (``_local_scalar_dense``: item, float(), int(), bool(); ``nonzero``, boolean-mask indexing too; ``unique``,
 ``masked_select``) under ``torch.profiler``, nested ones included, but for those inside a fused optimiser (a CPU
 kernel reading its host-side step counter), and ``Tensor.tolist`` / ``Tensor.numpy`` calls (on a CPU they
@@ -17,32 +17,13 @@ import pytest
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-READ_OPERATORS = frozenset(
-    {
-        "aten::_local_scalar_dense",
-        "aten::nonzero",
-        "aten::_unique2",
-        "aten::unique_dim",
-        "aten::unique_consecutive",
-        "aten::masked_select",
-    }
-)
-FUSED_OPTIMISERS = frozenset({"aten::_fused_adam_", "aten::_fused_adamw_"})
+from coref_pipeline.runtime.host_reads import READ_OPERATORS, in_fused_optimiser
 
 
 @dataclass
 class Counted:
     reads: int = 0  # host reads
     events: int = 0  # aten operator events
-
-
-def _in_fused_optimiser(event) -> bool:
-    parent = event.cpu_parent
-    while parent is not None:
-        if parent.name in FUSED_OPTIMISERS:
-            return True
-        parent = parent.cpu_parent
-    return False
 
 
 @contextmanager
@@ -63,6 +44,6 @@ def counting_host_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counted]:
             patch.setattr(torch.Tensor, name, reading(original))
         yield counted
     for event in profiler.events():
-        if event.name in READ_OPERATORS and not _in_fused_optimiser(event):
+        if event.name in READ_OPERATORS and not in_fused_optimiser(event):
             counted.reads += 1
         counted.events += event.name.startswith("aten::")

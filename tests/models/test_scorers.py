@@ -7,8 +7,8 @@ import torch
 
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import IncrementalConfig
-from coref_pipeline.models.incremental import IncrementalCorefModel
-from coref_pipeline.models.scorers import PairScorer
+from coref_pipeline.models.incremental import IncrementalCorefModel, PairFeatures
+from coref_pipeline.models.scorers import FirstLayerParts, PairScorer
 from coref_pipeline.models.spans import candidate_spans
 from tests.models.tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
 from tests.tolerances import assert_gradients_reordered_close, assert_reordered_close, is_softmax_shift
@@ -22,16 +22,21 @@ def test_the_pair_scorers_first_layer_parts_are_cast_once_under_autocast_with_th
     targets, candidates = torch.randn(3, d), torch.randn(5, d)
     index = torch.tensor([[0, 1, 2], [1, 2, 3], [2, 3, 4]])
     features = torch.randn(3, 3, scorer.feature_size)
-    assert all(part.dtype == torch.float32 for part in scorer.first_layer_parts())  # no autocast: as stored
+
+    def tensors(parts: FirstLayerParts) -> list[torch.Tensor]:
+        return [parts.target, parts.candidate, *parts.products, parts.features]
+
+    assert all(part.dtype == torch.float32 for part in tensors(scorer.first_layer_parts()))  # no autocast: as stored
     results = []
     for parts in ("cast once", "views"):  # views: each matmul casts its part, as autocast does unasked
         scorer.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16):
             if parts == "cast once":
                 split = scorer.first_layer_parts()
-                assert all(part.dtype == torch.bfloat16 for part in split)
+                assert all(part.dtype == torch.bfloat16 for part in tensors(split))
             else:
-                split = weight.split([d, d, d, scorer.feature_size], dim=1)
+                views = weight.split([d, d, d, scorer.feature_size], dim=1)
+                split = FirstLayerParts(views[0], views[1], (views[2],), views[3])
             scores = scorer.scores(targets, candidates, index, features, parts=split)  # [3, 3]
         scores.sum().backward()
         results.append((scores.detach(), weight.grad.clone()))
@@ -115,6 +120,49 @@ def test_fixed_columns_split_the_product_gemm_with_the_same_scores_and_parameter
     assert_reordered_close(split_learned_grad, learned_grad, terms)
     assert "slow_antecedent_scores.hidden.0.weight" in gradients
     assert_gradients_reordered_close(split_gradients, gradients, terms)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [dict(), dict(use_metadata=False), dict(use_features=False, use_segment_distance=False), dict(genres=["nw"])],
+)
+@pytest.mark.parametrize("speakers", [True, False])
+def test_the_feature_table_gives_phi_as_the_features_do_with_the_same_dropout_and_gradients(values, speakers):
+    """The incremental model's passes look phi up in one table of every feature's embeddings: the same values
+    (the same dropout draws), and the embeddings' gradients summed in another order."""
+    config = tiny_config(dropout_rate=0.3, max_training_sentences=3, **values)
+    scorer = PairScorer(config, 3 * 32 + config.feature_size).train()
+    generator = torch.Generator().manual_seed(3)
+    count = 40
+    indices = torch.stack(
+        [
+            torch.randint(0, 2, (count,), generator=generator),  # same speaker
+            torch.randint(0, 10, (count,), generator=generator),  # distance bucket
+            torch.randint(0, 3, (count,), generator=generator),  # segment distance
+        ]
+    )  # [3, P]
+    genre = len(config.genres) - 1
+    weights = torch.randn(count, 1, scorer.feature_size, generator=generator)
+    found = []
+    for table in (False, True):
+        scorer.zero_grad()
+        torch.manual_seed(11)  # the same dropout draws
+        if table:
+            features = PairFeatures(genre, torch.zeros(1) if speakers else None)
+            feature_table = scorer.feature_table(speakers)
+            rows = torch.as_tensor(features.table_rows(feature_table, indices.numpy()))  # [features used, P]
+            phi = scorer.table_features(feature_table, rows.T)
+        else:
+            same_speaker = indices[0].unsqueeze(1).bool() if speakers else None
+            phi = scorer.features(same_speaker, genre, indices[1].unsqueeze(1), indices[2].unsqueeze(1))
+        (phi * weights).sum().backward()
+        gradients = {name: p.grad.clone() for name, p in scorer.named_parameters() if p.grad is not None}
+        found.append((phi.detach(), gradients))
+    (expected, expected_gradients), (phi, gradients) = found
+    assert phi.shape == (count, 1, scorer.feature_size)
+    assert torch.equal(phi, expected)
+    assert gradients.keys() == expected_gradients.keys() and gradients
+    assert_gradients_reordered_close(gradients, expected_gradients, count)
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,8 @@ def uniform_integers(shape: torch.Size, dtype: torch.dtype, device: torch.device
     count = shape.numel()
     per_word = 8 // torch.empty(0, dtype=dtype).element_size()
     words = torch.randint(-(2**63), 2**63 - 1, (-(-count // per_word),), dtype=torch.int64, device=device)
-    return words.view(dtype)[:count].view(shape)
+    values = words.view(dtype)
+    return (values if values.shape[0] == count else values[:count]).view(shape)
 
 
 class Dropout(nn.Module):

@@ -62,6 +62,26 @@ class TopSpans(NamedTuple):
     embeddings: torch.Tensor  # [k, D]: their g
 
 
+class FirstLayerParts(NamedTuple):
+    """``PairScorer.first_layer_parts``: the pair FFNN's first-layer weight by the input each part multiplies."""
+
+    target: torch.Tensor  # [ffnn, D]
+    candidate: torch.Tensor  # [ffnn, D]
+    products: tuple[torch.Tensor, ...]  # [ffnn, D]; or with fixed columns, in training: [ffnn, fixed], [ffnn, rest]
+    features: torch.Tensor | None  # [ffnn, features]; None without features
+
+
+class FeatureTable(NamedTuple):
+    """``PairScorer.feature_table``: every embedding phi concatenates, stacked into one table, so that a pair's
+    phi is one lookup of its rows (``PairScorer.table_features``)."""
+
+    weight: torch.Tensor  # [rows, feature_size]: the features' embeddings, in phi's order
+    # Each configured feature ("speaker", "genre", "distance", "segment_distance"), in phi's order, and its first
+    # row in ``weight``.
+    firsts: tuple[tuple[str, int], ...]
+    speakers: bool  # the same-speaker feature is embedded (else its slot is a row of zeros)
+
+
 class CandidateScores(NamedTuple):
     """``SpanScorer.candidate_scores``: every candidate's mention score, without a graph, and the dropout masks it
     was computed with (drawn once per candidate), which ``kept_span_scores`` applies again to the kept ones."""
@@ -303,15 +323,46 @@ class PairScorer(nn.Module):
             return None
         return self.dropout(torch.cat(features, dim=2))  # [k, c, features]
 
-    def first_layer_parts(self) -> tuple[torch.Tensor, ...]:
+    def feature_table(self, speakers: bool) -> FeatureTable | None:
+        """The embeddings ``features`` concatenates, stacked into one table (one concatenation, in the graph),
+        for a caller computing phi of many pairs from their indices in several passes (``table_features``): one
+        lookup a pass, and one embedding gradient, instead of one per feature. ``speakers`` False: zeros in
+        the speaker slot, as ``features`` with ``same_speaker`` None. None without features."""
+        config = self.config
+        tables: list[tuple[str, torch.Tensor]] = []
+        if config.use_metadata:
+            weight = self.genre_embeddings.weight
+            speaker = self.same_speaker_emb.weight if speakers else weight.new_zeros(1, config.feature_size)
+            tables += [("speaker", speaker), ("genre", weight)]
+        if config.use_features:
+            tables.append(("distance", self.antecedent_distance_emb.weight))
+        if config.use_segment_distance:
+            tables.append(("segment_distance", self.segment_distance_embeddings.weight))
+        if not tables:
+            return None
+        firsts, first = [], 0
+        for name, table in tables:
+            firsts.append((name, first))
+            first += table.shape[0]
+        return FeatureTable(torch.cat([table for _, table in tables]), tuple(firsts), speakers)
+
+    def table_features(self, table: FeatureTable, rows: torch.Tensor) -> torch.Tensor:
+        """phi of pairs from their rows in ``table`` (``rows`` ``[P, features used]``, each feature's index plus
+        its first row): ``[P, 1, features]``, the values ``features`` gives (with dropout drawn as it draws it)."""
+        embedded = nn.functional.embedding(rows, table.weight)  # [P, features used, feature_size]
+        return self.dropout(embedded.view(rows.shape[0], 1, -1))  # [P, 1, features]
+
+    def first_layer_parts(self) -> FirstLayerParts:
         """The first layer's weight split into target, candidate, product (and feature) parts.
 
         A caller scoring many times in one graph splits once and passes the parts
-        on: every split adds a full-size gradient copy to the backward pass. Under autocast
-        the parts are in its compute dtype (bf16), cast once.
+        on: every split adds a full-size gradient copy to the backward pass. With ``fixed_columns``, in
+        training, the product part comes in two, its fixed columns and the rest (``scores`` splits its GEMM
+        there): one split for both. Under autocast the parts are in its compute dtype (bf16), cast once.
         """
         d = self.span_dim
-        sizes = [d, d, d] + ([self.feature_size] if self.feature_size else [])
+        fixed = self.fixed_columns if torch.is_grad_enabled() else 0
+        sizes = [d, d] + ([fixed, d - fixed] if fixed else [d]) + ([self.feature_size] if self.feature_size else [])
         weight = self.slow_antecedent_scores.hidden[0].weight
         parts = weight.split(sizes, dim=1)  # each [ffnn, part]
         dtype = compute_dtype(weight)
@@ -319,15 +370,14 @@ class PairScorer(nn.Module):
             # Cast once here: autocast caches the casts of whole weights, not of these views, and
             # would otherwise cast a part again at every matmul that uses it.
             parts = tuple(part.to(dtype) for part in parts)
-        return parts
+        products = tuple(parts[2:4]) if fixed else (parts[2],)
+        return FirstLayerParts(parts[0], parts[1], products, parts[2 + len(products)] if self.feature_size else None)
 
-    def project_candidates(
-        self, candidates: torch.Tensor, parts: tuple[torch.Tensor, ...] | None = None
-    ) -> torch.Tensor:
+    def project_candidates(self, candidates: torch.Tensor, parts: FirstLayerParts | None = None) -> torch.Tensor:
         """The candidate part of the first layer, ``[N, ffnn]``; reusable while the candidates do not change."""
         return candidates @ (parts or self.first_layer_parts())[1].T
 
-    def project_targets(self, targets: torch.Tensor, parts: tuple[torch.Tensor, ...] | None = None) -> torch.Tensor:
+    def project_targets(self, targets: torch.Tensor, parts: FirstLayerParts | None = None) -> torch.Tensor:
         """The target part of the first layer with its bias: ``[k, ffnn]``."""
         return targets @ (parts or self.first_layer_parts())[0].T + self.slow_antecedent_scores.hidden[0].bias
 
@@ -338,7 +388,7 @@ class PairScorer(nn.Module):
         index: torch.Tensor,
         features: torch.Tensor | None,
         candidate_projection: torch.Tensor | None = None,
-        parts: tuple[torch.Tensor, ...] | None = None,
+        parts: FirstLayerParts | None = None,
         target_projection: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """FFNN([t_i; c_j; t_i * c_j; phi_ij]) for ``j = index[i, :]``: ``[k, c]``.
@@ -361,29 +411,34 @@ class PairScorer(nn.Module):
         # the features; all on the flat [k * c, ffnn] tensor, without in-place writes through a view,
         # whose backward would zero-fill and copy the whole tensor again.
         pre = candidate_projection.index_select(0, flat)  # [k * c, ffnn]
-        split = self.fixed_columns if torch.is_grad_enabled() else 0
-        for columns, tracked in (
-            ((slice(0, split), False), (slice(split, None), True)) if split else ((slice(None), True),)
+        products = weights.products  # two with fixed columns in training (first_layer_parts): the GEMM split there
+        split = products[0].shape[1] if len(products) > 1 else 0
+        for columns, tracked, product in (
+            ((slice(0, split), False, products[0]), (slice(split, None), True, products[1]))
+            if split
+            else ((None, True, products[0]),)
         ):
-            part_targets, part_candidates = targets[:, columns], candidates[:, columns]
+            part_targets, part_candidates = targets, candidates
+            if columns is not None:
+                part_targets, part_candidates = targets[:, columns], candidates[:, columns]
             if not tracked:  # no gradient would reach them: autograd then skips this part's input gradient
                 part_targets, part_candidates = part_targets.detach(), part_candidates.detach()
-            similarity = part_targets.to(dtype).unsqueeze(1) * part_candidates.to(dtype).index_select(0, flat).view(
-                k, c, -1
-            )  # [k, c, D or part of it]
-            pre = torch.addmm(pre, similarity.view(k * c, -1), weights[2][:, columns].T)  # [k * c, ffnn]
+            similarity = as_dtype(part_targets, dtype).unsqueeze(1) * as_dtype(part_candidates, dtype).index_select(
+                0, flat
+            ).view(k, c, -1)  # [k, c, D or part of it]
+            pre = torch.addmm(pre, similarity.view(k * c, -1), product.T)  # [k * c, ffnn]
         if features is not None:
-            pre = torch.addmm(pre, features.reshape(k * c, -1), weights[3].T)
+            pre = torch.addmm(pre, features.reshape(k * c, -1), weights.features.T)
         # The target part in pre's dtype: a bf16 + fp32 broadcast add takes a scalar path on a CPU
         # (30x slower than bf16 + bf16 on [k, c, ffnn]), and the next layer computes in bf16 anyway.
         # Without autograd (prediction) it is added in place: one [k, c, ffnn] tensor fewer.
-        target_part = target_projection.to(pre.dtype).unsqueeze(1)  # [k, 1, ffnn]
+        target_part = as_dtype(target_projection, pre.dtype).unsqueeze(1)  # [k, 1, ffnn]
         if pre.requires_grad:
             pre = pre.view(k, c, -1) + target_part  # [k, c, ffnn]
         else:
             pre = pre.view(k, c, -1).add_(target_part)
         scores = self.slow_antecedent_scores.from_first_layer(pre, overwrite=True).squeeze(2)  # [k, c]
-        return scores.float()  # fp32 for the loss
+        return as_dtype(scores, torch.float)  # fp32 for the loss
 
     def scores_where(
         self,
@@ -393,7 +448,7 @@ class PairScorer(nn.Module):
         index: torch.Tensor,
         features: torch.Tensor | None,
         candidate_projection: torch.Tensor | None = None,
-        parts: tuple[torch.Tensor, ...] | None = None,
+        parts: FirstLayerParts | None = None,
         target_projection: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """``scores`` of the pairs where ``scored`` (``[k, c]`` bool) holds, packed into one batch; -inf
@@ -409,16 +464,22 @@ class PairScorer(nn.Module):
         if target_projection is None:
             target_projection = self.project_targets(targets, weights)  # [k, ffnn]
         packed = self.scores(
-            targets.to(dtype).index_select(0, rows),  # [pairs, D]: each pair its own target
+            as_dtype(targets, dtype).index_select(0, rows),  # [pairs, D]: each pair its own target
             candidates,
             index[rows, columns].unsqueeze(1),  # [pairs, 1]
             None if features is None else features[rows, columns].unsqueeze(1),  # [pairs, 1, features]
             candidate_projection=candidate_projection,
             parts=weights,
-            target_projection=target_projection.to(dtype).index_select(0, rows),  # [pairs, ffnn]
+            target_projection=as_dtype(target_projection, dtype).index_select(0, rows),  # [pairs, ffnn]
         )  # [pairs, 1]
         result[rows, columns] = packed.squeeze(1)
         return result
+
+
+def as_dtype(tensor: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """``tensor.to(dtype)``, without an operator call when it is already of that dtype (the common case: fp32
+    without autocast), which would still be one dispatch."""
+    return tensor if tensor.dtype == dtype else tensor.to(dtype)
 
 
 def compute_dtype(tensor: torch.Tensor) -> torch.dtype:

@@ -22,9 +22,10 @@ decides, for good: a new entity, or an update ``e <- a e + (1 - a) m``. After
 each segment, entities whose most recent mention is far behind leave the active
 list (their mentions are kept for the output only).
 
-In training the loss of each segment is backpropagated at its end and the
-entity representations are detached (truncated backpropagation), so memory
-does not grow with the document either.
+In training the loss of each window of segments (those whose spans are scored
+together) is backpropagated at its end and the entity representations are
+detached at each segment's end (truncated backpropagation), so memory does not
+grow with the document either.
 
 With ``recent_mentions`` N > 0 each active entity also keeps its N most recent
 mentions as scoring columns (each scored as the baseline scores that antecedent);
@@ -43,7 +44,8 @@ segment's own spans (each the new entity or the mention slot it may become), and
 the representations its updates make. The scores of the spans against the rows
 known at the segment's start are computed in one batched pass (``scoring``), the
 sequential decisions are taken on the host over them (``decisions``), and the loss
-gathers the options each decision had from that pass's graph (``loss``): a bounded
+gathers the options each decision had from the passes' graphs, a window of
+segments at a time (``loss``): a bounded
 number of operator calls and host reads per segment, whatever its spans. Only an
 update of a scored representation calls the device during the decisions (its new
 version against the later spans). The decisions, losses and gradients are those of
@@ -51,7 +53,7 @@ scoring one span at a time, to float rounding.
 
 One idea a module: ``memory`` (entities, columns, eviction, the segment's table),
 ``features`` (phi), ``gold`` (training targets), ``scoring`` (the batched passes),
-``decisions`` (the host's greedy decisions), ``loss`` (the segment's loss) and
+``decisions`` (the host's greedy decisions), ``loss`` (the window's loss) and
 ``model`` (the module, reading a document, the start from the baseline).
 """
 

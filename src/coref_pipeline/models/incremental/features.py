@@ -11,7 +11,7 @@ import torch
 from coref_pipeline.models.config import IncrementalConfig
 from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.incremental.memory import Span
-from coref_pipeline.models.scorers import PairScorer
+from coref_pipeline.models.scorers import FeatureTable, PairScorer
 from coref_pipeline.models.spans import bucket_distance
 
 
@@ -90,7 +90,12 @@ class PairFeatures:
         distance = np.maximum(spans[:, 1] - anchors[:, 1], 0)  # kept spans between them
         return np.stack([same_speaker.astype(np.int64), self.bucket(distance), segment_distance])
 
-    def embed(self, scorer: PairScorer, indices: torch.Tensor) -> torch.Tensor | None:
-        """phi of pairs from their ``indices`` ``[3, P]`` (on the device): ``[P, 1, F]``."""
-        same_speaker = None if self.speaker_ids is None else indices[0].unsqueeze(1).bool()  # [P, 1]
-        return scorer.features(same_speaker, self.genre, indices[1].unsqueeze(1), indices[2].unsqueeze(1))
+    def table_rows(self, table: FeatureTable, indices: np.ndarray) -> np.ndarray:
+        """The rows of ``table`` (``PairScorer.feature_table``, made with ``speakers`` as these features have
+        them) that phi of pairs concatenates, from their ``indices`` ``[3, P]`` (``indices``): ``[features used,
+        P]``, on the host (the genre's row for every pair; the zero row in the speaker slot without speakers)."""
+        count = indices.shape[1]
+        speaker = indices[0] if table.speakers else 0
+        columns = {"speaker": speaker, "genre": self.genre, "distance": indices[1], "segment_distance": indices[2]}
+        rows = [first + np.broadcast_to(columns[name], (count,)) for name, first in table.firsts]
+        return np.stack(rows).astype(np.int64, copy=False)  # [features used, P]

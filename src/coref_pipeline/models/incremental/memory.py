@@ -86,8 +86,12 @@ class SegmentTable:
         if self.versions:
             parts.append([torch.stack(column) for column in zip(*self.versions, strict=True)])
         device = parts[0][0].device
-        index = torch.tensor(rows, dtype=torch.long, device=torch.device("cpu")).to(device)
-        return tuple(torch.cat([part[column] for part in parts]).detach().index_select(0, index) for column in range(3))
+        index = torch.tensor(rows, dtype=torch.long, device=torch.device("cpu"))
+        index = index if device.type == "cpu" else index.to(device)
+        columns = [[part[column] for part in parts] for column in range(3)]
+        return tuple(
+            (torch.cat(column) if len(column) > 1 else column[0]).detach().index_select(0, index) for column in columns
+        )
 
 
 @dataclass

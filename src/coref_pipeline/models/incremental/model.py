@@ -17,7 +17,7 @@ from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.incremental.decisions import decide_segment
 from coref_pipeline.models.incremental.features import PairFeatures
 from coref_pipeline.models.incremental.gold import GoldAntecedents
-from coref_pipeline.models.incremental.loss import SegmentLoss
+from coref_pipeline.models.incremental.loss import SegmentLoss, window_loss
 from coref_pipeline.models.incremental.memory import EntityMemory, Span
 from coref_pipeline.models.incremental.scoring import SegmentScores, host_tensor
 from coref_pipeline.models.layers import FFNN
@@ -330,13 +330,15 @@ class IncrementalCorefModel(nn.Module):
         features: PairFeatures,
         gold: GoldAntecedents | None = None,
         train: bool = False,
-    ) -> torch.Tensor | None:
+    ) -> SegmentLoss | None:
         """Greedy decisions for one segment's spans in order (global subtoken offsets, host lists; ``embeddings``
-        ``[k, D]``, ``mention_scores`` ``[k]``); the summed loss when ``train``.
+        ``[k, D]``, ``mention_scores`` ``[k]``); in training, the options
+        each decision had (``SegmentLoss``; its loss is computed with its window's, ``window_loss``), None when no
+        span had any.
 
         The segment's scores are computed in batched passes (``SegmentScores``), the decisions taken on the host
-        over them (``decide_segment``), and in training the loss gathered from the passes, which ran with
-        gradients (``SegmentLoss``). Training reads every gold span and the non-gold ones ``sampled_spans`` keeps.
+        over them (``decide_segment``), and in training each span's options recorded in the passes, which ran
+        with gradients (``SegmentLoss``). Training reads every gold span and the non-gold ones ``sampled_spans`` keeps.
         The segment is begun on ``memory`` here; the caller ends it (``EntityMemory.end_segment``).
         """
         spans = list(zip(starts, ends, strict=True))
@@ -365,14 +367,12 @@ class IncrementalCorefModel(nn.Module):
             floors,
         )
         gold = gold if train else None
-        loss = SegmentLoss() if gold is not None else None
+        loss = SegmentLoss(scores, mention_scores) if gold is not None else None
         scores.static_pass(memory, read_spans, gold)
         decide_segment(
             self, memory, table, scores, read_spans, embeddings, candidate_projections, mention_scores, gold, loss
         )
-        if loss:
-            return loss.loss(scores, mention_scores, self.config.threshold)
-        return None
+        return loss if loss else None
 
     # ---------------------------------------------------------------- forward
     def read_segments(
@@ -383,10 +383,11 @@ class IncrementalCorefModel(nn.Module):
     ) -> Generator[torch.Tensor, None, IncrementalOutput]:
         """Read the document segment by segment; yield each segment's loss, return the output.
 
-        With ``train`` the segments' losses are summed and yielded at the end of each window of segments
-        (``backward_after``; segments without a loss add nothing). The caller backpropagates the sum before
-        asking for more: the entities are detached at each segment's end (truncated backpropagation), so
-        memory does not grow with the document.
+        With ``train`` the losses of a window of segments (the segments whose spans were scored together,
+        ``SegmentSpans.ends_window``) are computed together (``window_loss``) and yielded at its end (a window
+        without a loss adds nothing). The caller backpropagates the loss before asking for more: the entities
+        are detached at each segment's end (truncated backpropagation), so memory does not grow with the
+        document.
         ``segment_hidden`` may supply the encoder's outputs (``segment_outputs``: a cache for a
         frozen encoder, or the document already encoded).
         """
@@ -395,28 +396,32 @@ class IncrementalCorefModel(nn.Module):
         gold = GoldAntecedents(document) if train else None
         features = PairFeatures.of_document(document, config)
         spans_of = self.span_windows(document, self.segment_outputs(document, segment_hidden), train)
-        losses: list[torch.Tensor] = []  # each segment's, detached: read once, at the end
+        losses: list[torch.Tensor] = []  # each window's, detached: read once, at the end
         kept_spans: list[Span] = []
         offset = 0
-        pending: torch.Tensor | None = None  # the losses of the segments since the last one yielded, summed
+        recorded: list[SegmentLoss] = []  # the options of the window's segments so far
+        mention_losses: list[torch.Tensor] = []  # the window's segments' mention losses
         for index, length in enumerate(document.lengths()):
             found = spans_of(index, offset)
             for span in found.spans:
                 features.rank_of_span[span] = len(kept_spans)
                 kept_spans.append(span)
             starts, ends = [start for start, _ in found.spans], [end for _, end in found.spans]
-            loss = self.resolve_spans(
+            segment = self.resolve_spans(
                 memory, starts, ends, found.embeddings, found.mention_scores, features, gold, train
             )
+            if segment is not None:
+                recorded.append(segment)
             if found.mention_loss is not None:
-                loss = found.mention_loss if loss is None else loss + found.mention_loss
-            if loss is not None:
-                if loss.requires_grad:
-                    pending = loss if pending is None else pending + loss
+                mention_losses.append(found.mention_loss)
+            if found.ends_window and (recorded or mention_losses):
+                loss = window_loss(recorded, config.threshold) if recorded else None
+                for mention_loss in mention_losses:
+                    loss = mention_loss if loss is None else loss + mention_loss
+                recorded, mention_losses = [], []
                 losses.append(loss.detach())
-            if pending is not None and found.ends_window:
-                yield pending
-                pending = None
+                if loss.requires_grad:
+                    yield loss
             offset += length
             if train and not config.evict_in_training:
                 memory.end_segment()

@@ -17,7 +17,7 @@ whatever its number of spans:
    better ones left: superseded, dropped slots). They are scored in rounds, each also scoring every later span's
    next best columns, twice as many each round, so that a segment has at most about log2(its columns / K) rounds.
 
-In training every pass runs with gradients: the segment's loss (``loss.py``) gathers the options each span had
+In training every pass runs with gradients: the window's loss (``loss.py``) gathers the options each span had
 from the passes' outputs (``flat``). Each value is what scoring that pair alone gives, to float rounding: the
 fine FFNN's GEMMs take other shapes.
 """
@@ -34,10 +34,11 @@ import torch
 from coref_pipeline.models.incremental.features import PairFeatures
 from coref_pipeline.models.incremental.gold import GoldAntecedents
 from coref_pipeline.models.incremental.memory import EntityMemory, SegmentTable, Span
+from coref_pipeline.models.scorers import as_dtype
 
 if TYPE_CHECKING:
     from coref_pipeline.models.config import IncrementalConfig
-    from coref_pipeline.models.scorers import PairScorer
+    from coref_pipeline.models.scorers import FirstLayerParts, PairScorer
 
 
 class ScoringModel(Protocol):
@@ -68,13 +69,18 @@ CPU = torch.device("cpu")
 
 
 def to_host(tensor: torch.Tensor) -> np.ndarray:
-    """A tensor's values on the host: the one way a segment's scores are read back (one transfer)."""
-    return tensor.detach().cpu().numpy()
+    """A tensor's values on the host: the one way a segment's scores are read back (one transfer; no operator call
+    for what is not needed: a detach without a graph, a copy from the CPU)."""
+    if tensor.requires_grad:
+        tensor = tensor.detach()
+    return (tensor if tensor.device.type == "cpu" else tensor.cpu()).numpy()
 
 
 def host_tensor(values: np.ndarray | Sequence, device: torch.device, dtype: torch.dtype = torch.long) -> torch.Tensor:
-    """Host values as a tensor on ``device``: built on the CPU, whatever the default device, then moved."""
-    return torch.as_tensor(np.asarray(values), dtype=dtype, device=CPU).to(device)
+    """Host values as a tensor on ``device``: built on the CPU, whatever the default device, then moved (on the CPU,
+    no move)."""
+    tensor = torch.as_tensor(np.asarray(values), dtype=dtype, device=CPU)
+    return tensor if device.type == "cpu" else tensor.to(device)
 
 
 class SegmentScores:
@@ -84,7 +90,7 @@ class SegmentScores:
     ``coarse`` (the pre-filter's ranking score: the bilinear term plus the row's prior; only with
     ``max_top_entities`` or a coarse floor), ``value`` (the column's score for the span: the fine FFNN,
     plus with ``score: calibrated`` the prior and the bilinear term; NaN where not computed) and ``flat``
-    (the value's position in ``flat_scores()``, -1 where not computed).
+    (the value's position among the segment's scores, ``parts`` concatenated; -1 where not computed).
     """
 
     def __init__(
@@ -98,7 +104,7 @@ class SegmentScores:
         sources: torch.Tensor | None,
         mention_scores: torch.Tensor,
         features: PairFeatures,
-        weights: tuple[torch.Tensor, ...],
+        weights: FirstLayerParts,
         floors: torch.Tensor | None = None,
     ) -> None:
         """``spans`` (global offsets), ``embeddings`` ``[n, D]``, ``target_projections`` ``[n, ffnn]``,
@@ -109,6 +115,8 @@ class SegmentScores:
         self.table = table
         self.features = features
         self.weights = weights
+        # phi's embeddings as one table (one lookup a pass); in the graph in training
+        self.feature_table = model.pair_scorer.feature_table(features.speaker_ids is not None)
         self.embeddings = embeddings
         self.target_projections = target_projections
         self.sources = sources
@@ -124,11 +132,11 @@ class SegmentScores:
         self.coarse_scores = None  # [n, B + n]: the bilinear term + each row's prior (the coarse score)
         if model.uses_coarse:
             with torch.set_grad_enabled(torch.is_grad_enabled() and self.calibrated):  # with the calibrated score
-                bilinear = (sources @ self.static_embeddings.T).float()  # [n, B + n]
-                self.coarse_scores = bilinear + self.static_priors.float()
+                bilinear = as_dtype(sources @ self.static_embeddings.T, torch.float)  # [n, B + n]
+                self.coarse_scores = bilinear + as_dtype(self.static_priors, torch.float)
         # 1. The mention scores, the floors and the coarse scores in one read.
         ranks = self.limit is not None or floors is not None
-        read = [mention_scores.detach().float()] + ([floors.float()] if floors is not None else [])
+        read = [as_dtype(mention_scores.detach(), torch.float)] + ([floors] if floors is not None else [])
         if ranks:
             read.append(self.coarse_scores.detach().reshape(-1))
         values = to_host(torch.cat(read)) if n else np.zeros(0, dtype=np.float32)
@@ -159,9 +167,23 @@ class SegmentScores:
         self.parts.append(scores)
         self.size += len(positions)
 
-    def _static_values(self, positions: torch.Tensor, rows: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    def feature_rows(self, indices: np.ndarray) -> np.ndarray:
+        """The feature table's rows of pairs from their feature ``indices`` ``[3, P]``, on the host: ``[f, P]``
+        (``f`` the features used; none without features)."""
+        if self.feature_table is None:
+            return indices[:0]
+        return self.features.table_rows(self.feature_table, indices)
+
+    def pair_features(self, rows: torch.Tensor) -> torch.Tensor | None:
+        """phi of pairs from their rows of the feature table (``PairFeatures.table_rows``, ``[features used, P]``,
+        on the device): ``[P, 1, F]``; None without features."""
+        if self.feature_table is None:
+            return None
+        return self.model.pair_scorer.table_features(self.feature_table, rows.T)
+
+    def _static_values(self, positions: torch.Tensor, rows: torch.Tensor, features: torch.Tensor) -> torch.Tensor:
         """The values of the pairs (read span ``positions`` ``[P]``, static ``rows`` ``[P]``, their feature
-        ``indices`` ``[3, P]``): ``[P]``."""
+        table rows ``[features used, P]``): ``[P]``."""
         scorer = self.model.pair_scorer
         total = positions.shape[0]
         width = self.static_embeddings.shape[1] + self.target_projections.shape[1]
@@ -174,7 +196,7 @@ class SegmentScores:
                     self.embeddings.index_select(0, span_rows),  # [p, D]: each pair its own target
                     self.static_embeddings,
                     table_rows.unsqueeze(1),  # [p, 1]
-                    self.features.embed(scorer, indices[:, first : first + step]),  # [p, 1, F]
+                    self.pair_features(features[:, first : first + step]),  # [p, 1, F]
                     candidate_projection=self.static_projections,
                     parts=self.weights,
                     target_projection=self.target_projections.index_select(0, span_rows),
@@ -191,7 +213,8 @@ class SegmentScores:
         if not len(positions):
             return
         indices = self.features.indices(self.located_host[positions], self.static_anchors[rows])  # [3, P]
-        pairs = host_tensor(np.concatenate([np.stack([positions, rows]), indices]), self.device)  # [5, P]
+        features = self.feature_rows(indices)  # [f, P]
+        pairs = host_tensor(np.concatenate([np.stack([positions, rows]), features]), self.device)  # [2 + f, P]
         scores = self._static_values(pairs[0], pairs[1], pairs[2:])  # [P]
         self._record(positions, rows, scores, to_host(scores))
 
@@ -273,12 +296,13 @@ class SegmentScores:
         scorer = self.model.pair_scorer
         anchors = np.broadcast_to(self.located_host[position], (count, 2))  # [m, 2]: the span's, its anchor
         indices = self.features.indices(self.located_host[later], anchors)  # [3, m]
-        index = host_tensor(np.concatenate([np.zeros((1, count), dtype=np.int64), indices]), self.device)  # [4, m]
+        features = self.feature_rows(indices)  # [f, P]
+        index = host_tensor(np.concatenate([np.zeros((1, count), dtype=np.int64), features]), self.device)  # [1 + f, m]
         fine = scorer.scores(
             self.embeddings[later],  # [m, D]
             embedding.unsqueeze(0),  # [1, D]
             index[0].unsqueeze(1),  # [m, 1]: the one candidate
-            self.features.embed(scorer, index[1:]),  # [m, 1, F]
+            self.pair_features(index[1:]),  # [m, 1, F]
             candidate_projection=projection.unsqueeze(0),
             parts=self.weights,
             target_projection=self.target_projections[later],
@@ -325,9 +349,3 @@ class SegmentScores:
         wanted[0, rows] = True
         at, found = np.nonzero(wanted)
         self.score_static(at + position, found)
-
-    # --------------------------------------------------------------------- loss
-    def flat_scores(self) -> torch.Tensor:
-        """Every value the passes computed, in their order, then one -inf (a padding option): ``[size + 1]``."""
-        padding = torch.full((1,), float("-inf"), device=self.device)
-        return torch.cat([*self.parts, padding])

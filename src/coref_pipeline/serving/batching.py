@@ -25,8 +25,8 @@ MAX_TOKENS_IN_BATCH = 8192
 
 def default_batch_tokens(device_type: str) -> int:
     """The budget prediction takes unless told: ``MAX_TOKENS_IN_BATCH`` on an accelerator (``cuda``, ``mps``), 0 (one
-    document at a time) on a CPU, where batching measured no faster (OntoNotes-shaped documents: 1.01x for the
-    baseline, 0.94x for the incremental model; docs/benchmarks.md, "Many documents at once")."""
+    document at a time) on a CPU, where batching measured no faster on OntoNotes-shaped documents, either model
+    (the figures: docs/benchmarks.md, "Many documents at once")."""
     return 0 if device_type == "cpu" else MAX_TOKENS_IN_BATCH
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.paths import PROJECT_ROOT
+from tests.paths import PROJECT_ROOT, use_sample_corpus
 
 ALL_STAGES = {
     "preprocess",
@@ -67,6 +67,7 @@ def repository(tmp_path_factory) -> Path:
             continue
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, root / name)
+    use_sample_corpus(root)  # the tests' fast corpus in conf/base, which DVC reads
     conf = root / "conf" / "base"
     edit_yaml(conf / "parameters_segment.yml", lambda d: d["segment"].update(max_segment_lens=[384]))
     edit_yaml(conf / "parameters_coref_train.yml", lambda d: short_training(d, 3))

@@ -122,7 +122,8 @@ def test_evaluate_scores_every_model_on_named_test_sets(project_copy):
     # A model named by parameter: a copy of the baseline's directory, which must score as the baseline does.
     copy = project_copy / "data" / "06_models" / "copy_of_baseline"
     shutil.copytree(project_copy / "data" / "06_models" / "baseline", copy)
-    local.write_text(yaml.safe_dump({"evaluate": {"test_sets": configured, "models": {"copy": str(copy)}}}))
+    sample = yaml.safe_load(local.read_text())["evaluate"]  # the sample's own settings (conf/sample)
+    local.write_text(yaml.safe_dump({"evaluate": {**sample, "test_sets": configured, "models": {"copy": str(copy)}}}))
     kedro(project_copy, "run", "--pipelines=evaluate")
     reporting, outputs = project_copy / "data" / "08_reporting", project_copy / "data" / "07_model_output"
     parts = [f"winobias.{part}" for part in ("type1_pro", "type1_anti", "type2_pro", "type2_anti")]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import PROJECT_ROOT, copy_project
+from tests.paths import PROJECT_ROOT, SAMPLE_CONF, copy_project
 
 pytestmark = pytest.mark.slow
 
@@ -60,8 +60,8 @@ def outputs(root: Path) -> dict[str, str]:
 def use_corpus(root: Path, corpus: Path | None) -> None:
     """Point the catalog at ``corpus`` (a folder with the three files) through conf/local/globals.yml."""
     local = root / "conf" / "local" / "globals.yml"
-    if corpus is None:
-        local.unlink(missing_ok=True)
+    if corpus is None:  # back to the copy's own: the sample (tests.paths.copy_project)
+        local.write_text((SAMPLE_CONF / "globals.yml").read_text())
         return
     files = "".join(f"  {split}: {split}.english.v4_gold_conll\n" for split in SPLITS)
     local.write_text(f"corpus:\n  dir: {corpus}\n{files}")
@@ -166,7 +166,7 @@ def test_a_quoted_no_is_not_read_as_true(project):
     try:
         result = kedro(project, "run", "--pipelines=coref_train")
     finally:
-        local.unlink()
+        local.write_text((SAMPLE_CONF / "parameters_evaluate.yml").read_text())
     assert_one_line(result, "evaluate key 'remove_singletons': 'no' is not true or false")
     assert not (project / "data" / "06_models" / "baseline_training").exists()
 

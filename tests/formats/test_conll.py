@@ -73,6 +73,23 @@ def test_a_byte_order_mark_and_crlf_line_ends_read_as_the_plain_file(tmp_path):
         assert not (tmp_path / f"{name}.response").read_bytes().startswith(b"\xef\xbb\xbf")
 
 
+def test_a_gzip_file_reads_as_its_text_and_a_broken_one_is_named(tmp_path):
+    import gzip
+
+    plain = read_conll(TINY)
+    packed = tmp_path / "tiny.v4_gold_conll.gz"
+    packed.write_bytes(gzip.compress(TINY.read_bytes()))
+    assert [replace(document, source=str(TINY)) for document in read_conll(packed)] == plain
+    broken = tmp_path / "broken.conll.gz"
+    broken.write_bytes(gzip.compress(TINY.read_bytes())[:-20])
+    with pytest.raises(ConllFormatError, match=r"broken\.conll\.gz: not a readable gzip file"):
+        read_conll(broken)
+    not_packed = tmp_path / "plain.conll.gz"
+    not_packed.write_bytes(TINY.read_bytes())
+    with pytest.raises(ConllFormatError, match="not a readable gzip file"):
+        read_conll(not_packed)
+
+
 def test_a_directory_in_place_of_a_file_is_named(tmp_path):
     with pytest.raises(ConllFormatError, match="a directory, not a CoNLL file"):
         read_conll(tmp_path)

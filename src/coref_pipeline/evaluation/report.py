@@ -83,7 +83,13 @@ def evaluate_predictions(
     response_text = format_conll_response(gold.text, response_clusters, gold.path)
     scores = score_predictions(predictions, settings.remove_singletons, settings.metrics, gold_key(gold))
     infos = {d["doc_key"]: document_info(d, settings.default_genre, settings.genres) for d in predictions}
-    details: dict[str, Any] = {"documents": len(predictions), **summary_metrics(scores), "counts": scores.to_dict()}
+    details: dict[str, Any] = {
+        "documents": len(predictions),
+        # how the figures were scored: LitBank's are with its one-mention entities removed, as papers report them
+        "singletons": "removed from key and response" if settings.remove_singletons else "kept",
+        **summary_metrics(scores),
+        "counts": scores.to_dict(),
+    }
     breakdown = breakdown_table(scores, infos)
     metrics = headline_metrics(scores)
     logger.info("CoNLL F1 %.2f on %d documents", metrics.get("conll_f1", float("nan")), len(predictions))

@@ -16,8 +16,10 @@ Errors name the file, the line and what is wrong (:class:`ConllFormatError`).
 from __future__ import annotations
 
 import gc
+import gzip
 import logging
 import re
+import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -96,6 +98,7 @@ class ConllFile:
 
         A CoNLL-U file (``.conllu``, CorefUD coreference) is read as the CoNLL-2012 text of its documents
         (:mod:`coref_pipeline.formats.conllu`): every reader of CoNLL-2012 files reads it as they are read.
+        A name ending in ``.gz`` is read through gzip (``train.conll.gz``, ``dev.conllu.gz``).
         """
         path = Path(path)
         if path.is_dir():
@@ -103,15 +106,25 @@ class ConllFile:
         if not path.is_file():
             raise ConllFormatError(str(path), None, "no such file")
         data = path.read_bytes()
+        if is_gzip(path):
+            try:
+                data = gzip.decompress(data)
+            except (OSError, EOFError, zlib.error) as error:
+                raise ConllFormatError(str(path), None, f"not a readable gzip file ({error})") from None
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as error:
             line = data.count(b"\n", 0, error.start) + 1
             raise ConllFormatError(str(path), line, "not a UTF-8 text file (a binary file?)") from None
 
-        if is_conllu(path):
+        if is_conllu(path.with_suffix("") if is_gzip(path) else path):
             text = conllu_to_conll2012(text, str(path))
         return cls(str(path), text)
+
+
+def is_gzip(path: str | Path) -> bool:
+    """Whether ``path`` names a gzip-compressed file (by its suffix, as ``gzip`` names them)."""
+    return Path(path).suffix.lower() == ".gz"
 
 
 def genre_of(doc_key: str, genres: Sequence[str] = GENRES, default: str = DEFAULT_GENRE) -> str:

@@ -19,7 +19,13 @@ from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.layers import Dropout, init_weights
 from coref_pipeline.models.scorers import NUM_DISTANCE_BUCKETS, PairScorer, SpanScorer
-from coref_pipeline.models.spans import bucket_distance, gold_mention_loss, span_cluster_ids, top_k_in_order
+from coref_pipeline.models.spans import (
+    bucket_distance,
+    gold_mention_loss,
+    overlapping_pairs,
+    span_cluster_ids,
+    top_k_in_order,
+)
 
 
 @dataclass
@@ -92,6 +98,8 @@ class BaselineCorefModel(nn.Module):
             antecedents = (positions.unsqueeze(1) - 1 - positions[:c].unsqueeze(0)).clamp(min=0)
         top_scores = coarse.gather(1, antecedents)  # [k, c]
         mask = antecedents < positions.unsqueeze(1)  # [k, c]
+        if not self.config.overlapping_antecedents:  # an overlapping antecedent is no antecedent (coarse -inf)
+            mask &= top_scores > float("-inf")
         top_scores = top_scores.masked_fill(~mask, float("-inf"))
         return antecedents, mask, top_scores
 
@@ -165,6 +173,8 @@ class BaselineCorefModel(nn.Module):
         top_starts, top_ends = starts[kept], ends[kept]
 
         coarse = self.coarse_scores(span_emb, top_scores)  # [k, k]
+        if not config.overlapping_antecedents:
+            coarse = coarse.masked_fill(overlapping_pairs(top_starts, top_ends), float("-inf"))
         antecedents, antecedent_mask, top_coarse = self.top_antecedents(coarse)  # [k, c]
         if config.fine_grained:
             features = self.pair_features(

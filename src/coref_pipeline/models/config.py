@@ -85,6 +85,11 @@ class SpanModelConfig(Config):
     # The candidate rule: false, no candidate span covers [CLS] or [SEP] (this project's); true, the original's
     # (independent.py): spans over them wherever the sentence map allows. import-tf-checkpoint writes true.
     special_token_spans: bool = False
+    # Whether a span may take an antecedent that overlaps it (holds it or is nested in it): true, the original's;
+    # false, never: such a link is almost never gold (LitBank's training clusters hold 176 such pairs of 519,475),
+    # and a wrong one chains strangers through a span that holds both ("the pilot landed the plane"). The
+    # incremental model takes its baseline's: a span joins no entity with a mention overlapping it.
+    overlapping_antecedents: bool = True
     feature_size: int = 20
     model_heads: bool = True
     ffnn_size: int | str = 3000  # or "auto" (resolve_head)
@@ -126,8 +131,9 @@ class SpanModelConfig(Config):
 # How long a model's segments are: its own choice, not its baseline's (the segment-length study).
 SEGMENT_LENGTH_KEYS = ("max_segment_len", "segment_sentences")
 # Keys a model may set apart from the model it starts from: the segments it reads, its candidate rule (an
-# imported original's is the original's; a model fine-tuned from it takes its preset's unless told).
-OWN_CHOICE_KEYS = (*SEGMENT_LENGTH_KEYS, "special_token_spans")
+# imported original's is the original's; a model fine-tuned from it takes its preset's unless told) and whether
+# it links overlapping spans (the incremental model takes its baseline's unless told).
+OWN_CHOICE_KEYS = (*SEGMENT_LENGTH_KEYS, "special_token_spans", "overlapping_antecedents")
 # Keys that fix the shapes of the weights the incremental model takes from the baseline.
 SHARED_ARCHITECTURE_KEYS = tuple(key for key in SpanModelConfig.keys() if key not in OWN_CHOICE_KEYS)
 

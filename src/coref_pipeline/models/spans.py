@@ -40,6 +40,15 @@ def candidate_spans(
     return starts.reshape(-1).index_select(0, index), ends.reshape(-1).index_select(0, index)
 
 
+def overlapping_pairs(starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+    """``[k, k]``: where the earlier span ``j`` overlaps span ``i`` (holds it or is nested in it), for spans in
+    (start, end) order (``j < i``: ``start_j <= start_i``, so they overlap where ``end_j >= start_i``); False where
+    ``j >= i``."""
+    earlier = torch.arange(starts.shape[0], device=starts.device)
+    before = earlier.unsqueeze(0) < earlier.unsqueeze(1)  # [k, k]
+    return before & (ends.unsqueeze(0) >= starts.unsqueeze(1))
+
+
 def top_k_in_order(scores: torch.Tensor, k: int) -> torch.Tensor:
     """Indices of each row's ``k`` highest scores, highest first, the lower index first among equal ones: ``[rows, k]``.
 

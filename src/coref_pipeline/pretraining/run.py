@@ -274,6 +274,7 @@ def _pretrain_on_rank(engine: Engine, job: _PretrainJob) -> dict[str, Any]:
         run.clock,
         SELECTION,
         model.report,
+        description=run.description,
     )
     engine.barrier()
     return asdict(state)

@@ -249,6 +249,7 @@ def train_loop(
     clock: Callable[[], float] = time.perf_counter,
     selection: Selection = Selection(),
     report: Callable[[], dict[str, float]] | None = None,
+    description: str = "train",
 ) -> TrainState:
     """Train one document per step and rank, resuming from the work directory's latest checkpoint.
 
@@ -342,7 +343,7 @@ def train_loop(
         return stop
 
     unit = "doc" if world_size == 1 else "step"
-    progress = tqdm(total=plan.total_steps, initial=state.global_step, desc="train", unit=unit, disable=not main)
+    progress = tqdm(total=plan.total_steps, initial=state.global_step, desc=description, unit=unit, disable=not main)
     running_loss, running_count, started = 0.0, 0, clock()
     for callback in callbacks:
         callback.on_train_start(state)
@@ -443,6 +444,8 @@ class Run:
 
     # The parameter that names ``work_dir`` (e.g. ``coref_train.work_dir``): what a refused second run may change.
     work_dir_parameter: str = "work_dir"
+    # What the progress bar says it trains (e.g. "train baseline cpu_minilm on litbank").
+    description: str = "train"
 
     def __post_init__(self) -> None:
         self.work_dir = Path(self.work_dir)
@@ -591,6 +594,7 @@ def _train_on_rank(engine: Engine, job: _RankJob) -> dict[str, Any]:
         engine,
         plan,
         run.clock,
+        description=run.description,
     )
     engine.barrier()
     return asdict(state)

@@ -100,14 +100,22 @@ def decide_segment(
     all_antecedents = config.loss == "all_antecedents"
     threshold = np.float32(config.threshold)
     columns = ActiveColumns(memory)
+    # Without overlapping_antecedents: the largest end of each entity's mentions in this segment (a span overlaps
+    # no mention of an earlier segment), so that a span joins no entity with a mention overlapping it.
+    reach: dict[int, int] | None = None if config.overlapping_antecedents else {}
     for position, span in enumerate(spans):
         mention_score = scores.mention_scores[position]
         if not memory.active:
             if model.may_start_entity(float(mention_score)):
-                memory.add(span, table.span_row(position))
+                entity_id = memory.add(span, table.span_row(position))
+                if reach is not None:
+                    reach[entity_id] = span[1]
             continue
         targets = gold.target_ids(span, memory, all_antecedents) if gold is not None else []
         rows, entities, required = options_of(columns, scores, position, targets)
+        if reach:
+            apart = np.array([reach.get(int(entity), -1) < span[0] for entity in entities], dtype=bool)
+            rows, entities, required = rows[apart], entities[apart], required[apart]
         missing = scores.flat[position, rows] < 0
         if missing.any():
             scores.score_missing(memory, spans, gold, position, rows[missing])
@@ -120,7 +128,9 @@ def decide_segment(
                 entity_id = targets[0] if targets else None
         if entity_id is None:
             if model.may_start_entity(float(mention_score)):
-                memory.add(span, table.span_row(position))
+                entity_id = memory.add(span, table.span_row(position))
+                if reach is not None:
+                    reach[entity_id] = span[1]
             continue
         representation_row = None
         if config.entity_representation:
@@ -133,3 +143,5 @@ def decide_segment(
             scores.version_pass(position, representation_row, entity, projection, mention_scores[position])
         # else the representation is never scored: UPDATE is skipped (it would change nothing scored)
         memory.update(entity_id, span, representation_row, table.span_row(position))
+        if reach is not None:
+            reach[entity_id] = max(reach.get(entity_id, -1), span[1])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 from typing import Any
 
 from coref_pipeline.evaluation.predictions import gold_key
@@ -32,5 +33,6 @@ def train(
         dev_key=gold_key(dev_gold),
         log_params={"preset": parameters.preset, "overrides": dict(parameters.overrides)},
         work_dir_parameter="coref_train.work_dir",
+        description=f"train baseline {parameters.preset} on {PurePosixPath(dev_gold.path).parent.name}",
     )
     return train_baseline(corpus, model, training, run, parameters.init_from, parameters.take_from)

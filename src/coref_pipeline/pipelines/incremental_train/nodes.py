@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import PurePosixPath
 from typing import Any
 
 from coref_pipeline.evaluation.predictions import gold_key
@@ -33,6 +34,7 @@ def train(
         dev_key=gold_key(dev_gold),
         log_params={"preset": parameters.preset, "overrides": dict(parameters.overrides)},
         work_dir_parameter="incremental_train.work_dir",
+        description=f"train incremental {parameters.preset} on {PurePosixPath(dev_gold.path).parent.name}",
     )
     return train_incremental(
         baseline, corpus, config, training, run, parameters.cache_encoder_outputs, parameters.encoder_cache_mb

@@ -25,6 +25,7 @@ def pretrain(
         restart=parameters.restart,
         log_params={"preset": parameters.preset},
         work_dir_parameter="pretrain.work_dir",
+        description=f"pretrain encoder {parameters.preset}",
     )
     more_text = text_documents(parameters.text, config.encoder, config.max_segment_len)
     corpus = SegmentedCorpus(segmented, segmentation)

@@ -133,7 +133,7 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
 
     overrides = {"num_epochs": args.epochs, "eval_frequency": 80, "checkpoint_frequency": 80}
-    overrides.update({"time_budget_minutes": args.minutes})
+    overrides.update({"time_budget_minutes": args.minutes, "max_steps": None})  # the budget, not the main job's steps
     if args.seed is not None:
         overrides["seed"] = args.seed
     overrides.update(parse_overrides(args.set))

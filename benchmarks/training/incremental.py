@@ -252,6 +252,7 @@ def main() -> None:
         "checkpoint_frequency": 10,
         "report_frequency": 5,
         "time_budget_minutes": args.minutes,
+        "max_steps": None,  # the budget, not the main job's steps
         **{k: v for k, v in overrides.items() if k in TrainingConfig.keys()},
     }
     unknown = set(overrides) - set(IncrementalConfig.keys()) - set(TrainingConfig.keys())

@@ -134,6 +134,38 @@ def test_predicted_clusters_follow_links():
     assert predicted_clusters(starts, ends, antecedents, scores) == [[(0, 0), (2, 3)], [(5, 5), (8, 9)]]
 
 
+def test_without_overlaps_the_clusters_are_the_originals_where_no_mentions_overlap():
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(50):
+        k, c = 12, 5
+        starts = torch.arange(k) * 3  # spans (3i, 3i + 1): none overlaps another
+        antecedents = torch.randint(0, k, (k, c), generator=generator)
+        scores = torch.randn(k, c + 1, generator=generator)
+        scores[:, 0] = 0
+        scores[:, 1:][antecedents >= torch.arange(k).unsqueeze(1)] = float("-inf")
+        scores[0, 2] = scores[0, 1] = float("-inf")
+        expected = predicted_clusters(starts, starts + 1, antecedents, scores)
+        assert predicted_clusters(starts, starts + 1, antecedents, scores, overlapping=False) == expected
+
+
+def test_without_overlaps_a_span_takes_the_best_antecedent_whose_cluster_it_does_not_overlap():
+    """'Ada met Charles. He showed her his engine.': 'her' (5) joins Ada (0); 'her his' (5-6) prefers Ada too,
+    whose cluster now holds 'her': it takes its next antecedent above the dummy, or none."""
+    starts, ends = torch.tensor([0, 2, 4, 5, 5, 6]), torch.tensor([0, 2, 4, 5, 6, 6])
+    antecedents = torch.tensor([[0, 0], [0, 0], [1, 0], [0, 1], [0, 1], [2, 1]])
+    scores = torch.tensor(
+        [[0.0, -9, -9], [0.0, -1, -9], [0.0, -1, -1], [0.0, 3, -1], [0.0, 4, 2], [0.0, 5, -1]]
+    )  # her -> Ada; her his -> Ada (4) or Charles (2); his -> He
+    assert predicted_clusters(starts, ends, antecedents, scores) == [[(0, 0), (5, 5), (5, 6)], [(4, 4), (6, 6)]]
+    apart = predicted_clusters(starts, ends, antecedents, scores, overlapping=False)
+    assert apart == [[(0, 0), (5, 5)], [(2, 2), (5, 6)], [(4, 4), (6, 6)]]
+    scores[4, 2] = -1  # no other antecedent beats the dummy: 'her his' joins nothing
+    assert predicted_clusters(starts, ends, antecedents, scores, overlapping=False) == [
+        [(0, 0), (5, 5)],
+        [(4, 4), (6, 6)],
+    ]
+
+
 def test_crop_keeps_whole_segments_and_shifts_gold():
     config = tiny_config()
     document = tiny_tensors(make_document(num_segments=5), config)
@@ -425,3 +457,52 @@ def test_a_training_step_reads_the_device_back_a_few_times_whatever_the_spans(mo
             training_step(model.training_losses, crop, optimisers, 1.0, engine)
         reads[ratio] = counted.reads
     assert reads[0.4] == reads[0.2] <= 10
+
+
+def test_overlapping_pairs_marks_each_earlier_span_that_holds_or_is_nested_in_a_later_one():
+    from coref_pipeline.models.spans import overlapping_pairs
+
+    spans = [(0, 0), (0, 2), (1, 1), (2, 4), (5, 5)]  # (start, end) order
+    starts, ends = (torch.tensor(column) for column in zip(*spans, strict=True))
+    expected = [[j < i and not (spans[j][1] < spans[i][0]) for j in range(5)] for i in range(5)]
+    assert overlapping_pairs(starts, ends).tolist() == expected
+    assert expected[1][0] and expected[2][1] and expected[3][1] and not expected[4][3]
+
+
+@pytest.mark.parametrize("training", [False, True])
+def test_without_overlapping_antecedents_no_span_takes_an_antecedent_that_overlaps_it(training):
+    """overlapping_antecedents: false: every overlapping (span, antecedent) pair is masked and scores -inf, in
+    training and at inference; a pair apart scores as with the original's rule (all antecedents kept: c >= k; one
+    round: a second would refine over other antecedents)."""
+    document = tiny_tensors(make_document(num_segments=3, seed=4), tiny_config())
+    outputs = {}
+    for overlapping in (True, False):
+        config = tiny_config(
+            overlapping_antecedents=overlapping, max_top_antecedents=1000, max_span_width=3, coref_depth=1
+        )
+        torch.manual_seed(0)
+        model = BaselineCorefModel(config, tiny_encoder()).train(training)
+        torch.manual_seed(1)
+        outputs[overlapping] = model(document)
+    apart, original = outputs[False], outputs[True]
+    starts, ends = apart.top_span_starts, apart.top_span_ends
+    antecedents = apart.top_antecedents
+    overlap = ends[antecedents] >= starts.unsqueeze(1)  # [k, c]
+    earlier = antecedents < torch.arange(antecedents.shape[0]).unsqueeze(1)
+    assert (overlap & earlier).any()  # the document has such pairs
+    assert not (apart.top_antecedent_mask & overlap).any()
+    assert torch.isneginf(apart.top_antecedent_scores[:, 1:][overlap & earlier]).all()
+    # every earlier span is a column (c >= k), in score order: compare the scores by (span, antecedent)
+    k = antecedents.shape[0]
+    by_pair = {}
+    for name, output in (("apart", apart), ("original", original)):
+        square = torch.full((k, k), float("-inf"))
+        by_pair[name] = square.scatter(1, output.top_antecedents, output.top_antecedent_scores[:, 1:].detach())
+    kept = torch.zeros(k, k, dtype=torch.bool).scatter(1, antecedents, earlier & ~overlap)
+    torch.testing.assert_close(by_pair["apart"][kept], by_pair["original"][kept])
+    assert torch.isfinite(apart.loss)
+    clusters = predicted_clusters(starts, ends, antecedents, apart.top_antecedent_scores)
+    links = apart.top_antecedent_scores.argmax(dim=1) - 1
+    for index, choice in enumerate(links.tolist()):
+        if choice >= 0:
+            assert int(ends[antecedents[index, choice]]) < int(starts[index]), clusters

@@ -989,3 +989,29 @@ def test_an_already_encoded_document_gives_the_same_decisions(slots):
         direct, given = model(document), model(document, encoded)
     assert given.clusters == direct.clusters and given.memory.mentions == direct.memory.mentions
     assert len(direct.clusters) >= 2
+
+
+@pytest.mark.parametrize("overlapping", [True, False])
+def test_without_overlapping_antecedents_no_entity_holds_two_overlapping_mentions(overlapping):
+    """overlapping_antecedents: false (the baseline's, taken by the incremental model): a span joins no entity with
+    a mention overlapping it; true (the original's) lets the same weights put overlapping spans in one entity."""
+    from coref_pipeline.models.config import OWN_CHOICE_KEYS
+
+    assert "overlapping_antecedents" in OWN_CHOICE_KEYS
+    config = IncrementalConfig.from_baseline(
+        tiny_config(overlapping_antecedents=overlapping, max_span_width=4).to_dict(),
+        {"dropout_rate": 0.0, "top_span_ratio": 1.0, "threshold": -1e6},  # every kept span joins an entity
+    )
+    assert config.overlapping_antecedents is overlapping  # the baseline's, unless told
+    torch.manual_seed(0)
+    model = IncrementalCorefModel(config, tiny_encoder(seed=1)).eval()
+    with torch.no_grad():
+        clusters = model(tiny_tensors(make_document(num_segments=3, seed=5), config)).clusters
+    overlapping_pairs = [
+        (a, b)
+        for cluster in clusters
+        for i, a in enumerate(cluster)
+        for b in cluster[i + 1 :]
+        if a[0] <= b[1] and b[0] <= a[1]
+    ]
+    assert bool(overlapping_pairs) is overlapping, clusters

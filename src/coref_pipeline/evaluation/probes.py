@@ -9,10 +9,12 @@ object). It is read from a jsonlines file, one probe a line::
 
 A mention is written as it appears in the text, whole words, case-sensitive; ``"he@2"`` is the second
 occurrence of ``he``. A model's clusters for the text (character spans) are judged by
-:func:`judge_probe`: the probe is **right** when the pronoun and the antecedent share a cluster and
-that cluster holds nothing else than mentions of their entity: no mention of another entity (a
-**wrong merge**) and no span that is no listed mention (a **non-mention**, such as "her his"). Wrong
-merges and non-mentions are also counted anywhere in the text.
+:func:`judge_probe`: the pair is **linked** when the pronoun's cluster holds the antecedent or another
+listed mention of its entity that is no pronoun (a name or a description: "Jane" for "his sister
+Jane"); the probe is **right** when the pair is linked and that cluster holds nothing else than
+mentions of their entity: no mention of another entity (a **wrong merge**) and no span that is no
+listed mention (a **non-mention**, such as "her his"). Wrong merges and non-mentions are also counted
+anywhere in the text.
 """
 
 from __future__ import annotations
@@ -27,6 +29,12 @@ from typing import Any
 CharSpan = tuple[int, int]
 
 _OCCURRENCE_RE = re.compile(r"^(.*?)(?:@(\d+))?$", re.DOTALL)
+
+# English personal, possessive and reflexive pronouns: a mention written as one of these is no antecedent.
+PRONOUNS = frozenset(
+    "i me my mine myself we us our ours ourselves you your yours yourself yourselves he him his himself she her "
+    "hers herself it its itself they them their theirs themselves one".split()
+)
 
 
 class ProbeError(ValueError):
@@ -43,6 +51,12 @@ class Probe:
     entities: tuple[tuple[CharSpan, ...], ...]
     source: str = ""  # "file:line", for messages
 
+    def nominal_mentions(self) -> frozenset[CharSpan]:
+        """The antecedent and every other mention of its entity that is no pronoun."""
+        entity = self.entities[self.entity_of(self.antecedent)]
+        nominal = {span for span in entity if self.text[span[0] : span[1]].lower() not in PRONOUNS}
+        return frozenset(nominal | {self.antecedent})
+
     def entity_of(self, span: CharSpan) -> int | None:
         """The index of the entity ``span`` is a listed mention of, or None."""
         for index, mentions in enumerate(self.entities):
@@ -55,7 +69,7 @@ class Probe:
 class ProbeJudgement:
     """How a model's clusters answer one probe."""
 
-    linked: bool  # the pronoun and the antecedent share a cluster
+    linked: bool  # the pronoun shares a cluster with the antecedent (or a nominal mention of its entity)
     strangers: tuple[str, ...]  # in that cluster: mentions of another entity
     pair_non_mentions: tuple[str, ...]  # in that cluster: spans that are no listed mention
     non_mentions: tuple[str, ...]  # in any cluster: spans that are no listed mention
@@ -136,6 +150,7 @@ def judge_probe(probe: Probe, char_clusters: Iterable[Sequence[Sequence[int]]]) 
     """Judge a model's clusters (character spans, end exclusive) for one probe."""
     clusters = [[(int(start), int(end)) for start, end in cluster] for cluster in char_clusters]
     pair_entity = probe.entity_of(probe.antecedent)
+    nominal = probe.nominal_mentions()
     linked, strangers, pair_non_mentions = False, [], []
     non_mentions, wrong_merges = [], 0
     for cluster in clusters:
@@ -143,7 +158,7 @@ def judge_probe(probe: Probe, char_clusters: Iterable[Sequence[Sequence[int]]]) 
         unlisted = [probe.text[start:end] for start, end in cluster if probe.entity_of((start, end)) is None]
         non_mentions += unlisted
         wrong_merges += len(entities - {None}) > 1
-        if probe.pronoun in cluster and probe.antecedent in cluster:
+        if probe.pronoun in cluster and nominal.intersection(cluster):
             linked = True
             strangers = [probe.text[s:e] for s, e in cluster if probe.entity_of((s, e)) not in (pair_entity, None)]
             pair_non_mentions = unlisted

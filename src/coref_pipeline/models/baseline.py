@@ -254,9 +254,20 @@ def antecedent_loss(
 
 
 def predicted_clusters(
-    starts: torch.Tensor, ends: torch.Tensor, antecedents: torch.Tensor, antecedent_scores: torch.Tensor
+    starts: torch.Tensor,
+    ends: torch.Tensor,
+    antecedents: torch.Tensor,
+    antecedent_scores: torch.Tensor,
+    overlapping: bool = True,
 ) -> list[list[tuple[int, int]]]:
-    """Argmax over [dummy, antecedents], clusters by following the links (as the original)."""
+    """Argmax over [dummy, antecedents], clusters by following the links (as the original).
+
+    ``overlapping`` False (``overlapping_antecedents: false``): each span takes the best antecedent that beats the
+    dummy and whose cluster holds no mention overlapping the span, so that no cluster holds two overlapping
+    mentions (as the incremental model's entities); the same clusters where no such conflict arises.
+    """
+    if not overlapping:
+        return _clusters_without_overlaps(starts, ends, antecedents, antecedent_scores)
     best = antecedent_scores.argmax(dim=1) - 1  # [k]; -1 = dummy
     # One read: each span's start, end, choice and antecedents.
     rows = torch.cat([starts.unsqueeze(1), ends.unsqueeze(1), best.unsqueeze(1), antecedents], dim=1).tolist()
@@ -275,4 +286,37 @@ def predicted_clusters(
         mention = (starts_list[index], ends_list[index])
         cluster_of[mention] = cluster_of[antecedent]
         clusters[cluster_of[antecedent]].append(mention)
+    return clusters
+
+
+def _clusters_without_overlaps(
+    starts: torch.Tensor, ends: torch.Tensor, antecedents: torch.Tensor, antecedent_scores: torch.Tensor
+) -> list[list[tuple[int, int]]]:
+    """``predicted_clusters`` with no two overlapping mentions in a cluster. Spans come in (start, end) order, so
+    every mention of a cluster formed so far starts at or before the span: one overlaps it where its end reaches
+    the span's start (``reach``: a cluster's largest end)."""
+    rows = torch.cat([starts.unsqueeze(1), ends.unsqueeze(1), antecedents], dim=1).tolist()  # [k, 2 + c]
+    scores = antecedent_scores.float().tolist()  # [k, c + 1], the dummy first
+    spans = [(row[0], row[1]) for row in rows]
+    cluster_of: dict[tuple[int, int], int] = {}
+    clusters: list[list[tuple[int, int]]] = []
+    reach: list[int] = []
+    for index, row in enumerate(rows):
+        mention, dummy = spans[index], scores[index][0]
+        # columns by score, the lower column first among equals (argmax's choice); the dummy wins ties
+        for column in sorted(range(len(row) - 2), key=lambda c, r=scores[index]: -r[c + 1]):
+            if not scores[index][column + 1] > dummy:
+                break
+            antecedent = spans[row[2 + column]]
+            cluster = cluster_of.get(antecedent)
+            if (antecedent[1] if cluster is None else reach[cluster]) >= mention[0]:
+                continue  # the antecedent's cluster holds a mention overlapping this span
+            if cluster is None:
+                cluster = cluster_of[antecedent] = len(clusters)
+                clusters.append([antecedent])
+                reach.append(antecedent[1])
+            cluster_of[mention] = cluster
+            clusters[cluster].append(mention)
+            reach[cluster] = max(reach[cluster], mention[1])
+            break
     return clusters

@@ -207,7 +207,11 @@ class CorefModel:
         self.check_length(tensors)
         output = self._forward_for_inference(tensors, hidden)
         return predicted_clusters(
-            output.top_span_starts, output.top_span_ends, output.top_antecedents, output.top_antecedent_scores
+            output.top_span_starts,
+            output.top_span_ends,
+            output.top_antecedents,
+            output.top_antecedent_scores,
+            self.config.overlapping_antecedents,
         )
 
     def check_length(self, tensors: DocumentTensors) -> None:

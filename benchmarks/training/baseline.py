@@ -147,7 +147,7 @@ def main() -> None:
 
     if not args.skip_training:
         started = time.perf_counter()
-        run = Run(work / "run", remove_singletons=True, log_params={"preset": "cpu_minilm"})
+        run = Run(work / "run", remove_singletons=True, log_params={"preset": "cpu_minilm_32min"})
         train_baseline(corpus, model_config, training, run)
         results["wall_minutes"] = (time.perf_counter() - started) / 60
     trained = CorefModel.load(work / "run" / "best")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from coref_pipeline.evaluation.probes import judge_probe, read_probes, summarize_probes
+from coref_pipeline.studies.probes import judge_probe, read_probes, summarize_probes
 from tests.paths import PROJECT_ROOT, copy_project
 
 MAIN_JOB = "preprocess,segment,coref_train,incremental_train,evaluate"

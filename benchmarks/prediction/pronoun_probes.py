@@ -7,7 +7,7 @@ Each probe (``pronoun_probes.jsonl``: 36 short texts written for this project, n
 an unambiguous pronoun and its antecedent and lists every mention of the text by entity, with at least one other
 entity (a second person, a place, an object) that must stay out of the pair's cluster. Each model predicts each
 text with ``CorefModel.predict`` (its defaults); a probe is **right** when the pair shares a cluster that holds only
-mentions of their entity (``coref_pipeline.evaluation.probes``). Prints, per model, the probes right, the pairs
+mentions of their entity (``coref_pipeline.studies.probes``). Prints, per model, the probes right, the pairs
 linked, the wrong merges (clusters with two entities) and the non-mentions (spans that are no listed mention)
 anywhere, then every probe a model got wrong with its clusters. Figures go to stdout and to
 ``data/benchmarks/pronoun_probes/results.json``.
@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 import argparse
 
 from benchmarks.common import RESULTS, ROOT, host, write_results
-from coref_pipeline.evaluation.probes import ProbeError, judge_probe, read_probes, summarize_probes
 from coref_pipeline.serving.coref_model import CorefModel
+from coref_pipeline.studies.probes import ProbeError, judge_probe, read_probes, summarize_probes
 
 PROBES = ROOT / "benchmarks" / "prediction" / "pronoun_probes.jsonl"
 MODELS = [ROOT / "data" / "06_models" / "baseline", ROOT / "data" / "06_models" / "incremental"]

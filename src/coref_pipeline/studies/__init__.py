@@ -1,1 +1,2 @@
-"""What a trained model is measured on beyond its corpus's test: named test sets and models, and Xia et al.'s segment-length study."""
+"""What a trained model is measured on beyond its corpus's test: named test sets and models, Xia et al.'s segment-length
+study, and pronoun probes (short texts: the obvious pair, no stranger in its cluster)."""

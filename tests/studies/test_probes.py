@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from coref_pipeline.evaluation.probes import ProbeError, judge_probe, parse_probe, read_probes, summarize_probes
+from coref_pipeline.studies.probes import ProbeError, judge_probe, parse_probe, read_probes, summarize_probes
 from tests.paths import PROJECT_ROOT
 
 ADA = {

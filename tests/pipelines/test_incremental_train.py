@@ -139,8 +139,9 @@ def test_the_default_preset_is_the_measured_recipe_on_top_of_the_paper(baseline)
     assert changed == {
         "score", "pair_features", "recent_mentions", "entity_representation", "max_top_entities", "min_coarse_score",
         "evict_singleton_distance", "evict_distance", "negative_sample_rate", "loss", "mention_loss_coef",
-        "mention_loss_spans", "task_learning_rate", "eval_on_start", "precision",
+        "mention_loss_spans", "task_learning_rate", "eval_on_start", "precision", "max_steps",
     }  # fmt: skip
+    assert training.max_steps == 14  # the main job's fixed steps
     assert config.mention_loss_coef == "auto" and training.precision == "auto"
     # an override changes one key and keeps the preset's others
     overridden, _ = incremental_settings(baseline, committed_parameters(overrides={"max_top_entities": 100}).values())

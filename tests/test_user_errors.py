@@ -138,7 +138,7 @@ PARAMETER_CASES = {
     "segment.tokeniser=bert": ("segment", "unknown segment key(s) ['tokeniser']"),
     "coref_train.overrides.num_epochs=abc": ("segment", "training key 'num_epochs': 'abc' is not an integer"),
     "coref_train.overrides.num_epochs=-1": ("segment", "training key 'num_epochs' must be at least 1, got -1"),
-    "coref_train.overrides.top_span_ratio=0": ("segment", "model key 'top_span_ratio' must be in (0.0, 1.0], got 0"),
+    "coref_train.overrides.top_span_ratio=0": ("segment", "model key 'top_span_ratio' must be greater than 0, got 0"),
     "coref_train.overrides.ffnn_sise=3": ("segment", "unknown coref_train key(s) ['ffnn_sise']"),
     "incremental_train.overrides.patience=soon": (
         "incremental_train",

@@ -1,6 +1,8 @@
 """A frozen copy of the incremental model as it was before issue 61 (commit 0a9ba0e, ``models/incremental.py``):
 the reference the equality tests compare today's model with. Not used by the library; do not change its
-arithmetic. Its own docstring follows.
+arithmetic. One change since: in training the base columns' projections are computed again in each segment's
+graph (``resolve_spans``), as the library does since Xia et al.'s code showed the fine FFNN's gradient through
+earlier segments' entities (tests/original/test_icoref.py). Its own docstring follows.
 
 The constant-memory incremental model of Xia, Sedoc and Van Durme (2020).
 
@@ -1180,6 +1182,8 @@ class ReferenceIncrementalModel(nn.Module):
         """
         config = self.config
         weights = self.pair_scorer.first_layer_parts()
+        if memory.base_embeddings is not None and torch.is_grad_enabled() and weights[1].requires_grad:
+            memory.base_projections = self.pair_scorer.project_candidates(memory.base_embeddings, weights)
         target_projections = self.pair_scorer.project_targets(embeddings, weights)  # [k, ffnn]
         candidate_projections = self.pair_scorer.project_candidates(embeddings, weights)  # [k, ffnn]
         sources = self.src_projection(embeddings) if self.uses_coarse else None  # [k, D]

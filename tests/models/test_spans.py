@@ -154,3 +154,13 @@ def test_span_cluster_ids_are_the_gold_cluster_of_each_span_or_0(seed):
     empty = torch.zeros(0, dtype=torch.long)
     assert span_cluster_ids(starts, ends, empty, empty, empty).tolist() == [0] * len(spans)
     assert span_cluster_ids(empty, empty, gold_starts, gold_ends, torch.tensor(cluster)).tolist() == []
+
+
+def test_pruning_with_crossing_keeps_the_k_best_sorted_crossing_or_not():
+    """Xia et al.'s 2020 code keeps a segment's k best spans by score (``topk``), crossing ones too."""
+    starts, ends = torch.tensor([0, 1, 2, 0]), torch.tensor([1, 2, 3, 0])
+    scores = torch.tensor([3.0, 2.5, 1.0, 0.5])
+    kept_spans: list = []
+    kept = prune_spans(scores, starts, ends, 3, kept_spans, crossing=True)
+    assert kept.tolist() == [0, 1, 2] and kept_spans == [(0, 1), (1, 2), (2, 3)]  # (1, 2) crosses (0, 1)
+    assert prune_spans(scores, starts, ends, 3).tolist() == [3, 0, 2]  # the original's rule skips it

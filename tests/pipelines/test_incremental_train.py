@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+import torch
 import yaml
 
 from coref_pipeline.models.config import ConfigError, IncrementalTrainParameters
@@ -117,16 +118,40 @@ def committed_parameters(**changes) -> IncrementalTrainParameters:
     return IncrementalTrainParameters.from_dict({**values["incremental_train"], **changes})
 
 
-def test_the_paper_preset_is_the_earlier_defaults_with_the_papers_score(baseline):
-    """preset=paper resolves to the earlier defaults key for key, the one difference being the score: those
-    defaults used the calibrated score, Xia et al. score PAIRSCORE(m, e) + s_m(m) (score: paper)."""
+# What the 2020 code does where this project's reading of the paper differed (docs/models/incremental.md):
+# import-icoref's values, which the paper preset takes.
+THE_CODES_BEHAVIOURS = {
+    "model": {
+        "distance_between": "midpoints", "evict_from": "start", "gold_entities": "latest_mention",
+        "crossing_spans": True, "read_last_sentence": False, "clip_every_segment": True, "evict_in_training": False,
+    },
+    "training": {"adam_eps": 1.0e-08},
+}  # fmt: skip
+
+
+def test_the_paper_preset_is_the_earlier_defaults_with_the_papers_score_and_the_codes_behaviours(baseline):
+    """preset=paper resolves to the earlier defaults key for key but the score (those defaults used the calibrated
+    score, Xia et al. score PAIRSCORE(m, e) + s_m(m)) and the 2020 code's behaviours, as import-icoref sets them."""
+    from coref_pipeline.original.icoref import EXPERIMENTS, incremental_values
+
     config, training = incremental_settings(baseline, committed_parameters(preset="paper").values())
     earlier_config, earlier_training = incremental_settings(
         baseline, {**DEFAULTS_BEFORE_PRESETS["model"], **DEFAULTS_BEFORE_PRESETS["training"]}
     )
-    assert training == earlier_training
-    assert config == replace(earlier_config, score="paper")
+    assert training == replace(earlier_training, **THE_CODES_BEHAVIOURS["training"])
+    assert config == replace(earlier_config, score="paper", **THE_CODES_BEHAVIOURS["model"])
     assert earlier_config.score == "calibrated"
+    state = {  # the sizes import-icoref reads from a checkpoint
+        "span_scorer.span_width_embeddings": torch.zeros(30, 20),
+        "pair_scorer.segment_distance_emb": torch.zeros(3, 20),
+        "genre_embedder.genre_emb": torch.zeros(7, 20),
+        "span_scorer.spanFFNN.layers.0.weight": torch.zeros(3000, 1),
+    }
+    imported = incremental_values(EXPERIMENTS["spb_on_512_dev"], "spb_on_512_dev", state, "SpanBERT")
+    for key, value in THE_CODES_BEHAVIOURS["model"].items():
+        if key != "evict_in_training":  # import-icoref evicts as the named experiment: spb_on_512_dev evaluates
+            assert imported[key] == value, key
+    assert (imported["evict_singleton_distance"], imported["evict_distance"]) == (600, 1200)
 
 
 def test_the_default_preset_is_the_measured_recipe_on_top_of_the_paper(baseline):
@@ -140,6 +165,7 @@ def test_the_default_preset_is_the_measured_recipe_on_top_of_the_paper(baseline)
         "score", "pair_features", "recent_mentions", "entity_representation", "max_top_entities", "min_coarse_score",
         "evict_singleton_distance", "evict_distance", "negative_sample_rate", "loss", "mention_loss_coef",
         "mention_loss_spans", "task_learning_rate", "eval_on_start", "precision", "max_steps",
+        *THE_CODES_BEHAVIOURS["model"], *THE_CODES_BEHAVIOURS["training"],
     }  # fmt: skip
     assert training.max_steps == 14  # the main job's fixed steps
     assert config.mention_loss_coef == "auto" and training.precision == "auto"

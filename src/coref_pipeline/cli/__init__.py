@@ -30,6 +30,7 @@ SUBCOMMANDS = {
     "score": "score",
     "import-hocon": "import_hocon",
     "import-tf-checkpoint": "import_tf_checkpoint",
+    "import-icoref": "import_icoref",
     "segment-study": "segment_study",
     "serve": "serve",
     "push": "push",

@@ -43,14 +43,15 @@ def import_tf_checkpoint(checkpoint_dir: str, out_model_dir: str, preset: str | 
     )
 
 
-def write_imported_card(directory: Path, experiment: str, checkpoint: str) -> None:
-    """The imported model's card (no scores: this project has not scored it yet) as the directory's README.md."""
+def write_imported_card(directory: Path, experiment: str, checkpoint: str, origin: str | None = None) -> None:
+    """The imported model's card (no scores: this project has not scored it yet) as the directory's README.md;
+    ``origin`` says where it came from (default: a checkpoint of Joshi et al.'s code)."""
     from coref_pipeline.files import atomic_write_text
     from coref_pipeline.models.directory import read_stored_config
     from coref_pipeline.sharing.model_card import CARD, ModelCardSettings, model_card
 
     stored = read_stored_config(directory)
-    origin = (
+    origin = origin or (
         f"Trained by the original code of Joshi et al. (experiment `{experiment}` of its experiments.conf; the "
         "released models on CoNLL-2012 English, OntoNotes 5.0) and imported from its TensorFlow checkpoint "
         f"`{checkpoint}` by `coref-pipeline import-tf-checkpoint`."

@@ -60,7 +60,8 @@ def _require_count_or_auto(config: Config, key: str) -> None:
 
 def _check_span_selection(config: BaselineConfig | IncrementalConfig) -> None:
     """The checks of the keys each model has its own value of."""
-    config.require_range("top_span_ratio", 0.0, 1.0, low_open=True)
+    # above 1 keeps every candidate of short segments (Xia et al.'s code allows it; k is capped by the candidates)
+    config.require(config.top_span_ratio > 0, "top_span_ratio", "greater than 0")
     config.require_range("dropout_rate", 0.0, 1.0, high_open=True)
     coef = config.mention_loss_coef
     config.require(coef == AUTO or (isinstance(coef, float) and coef >= 0), "mention_loss_coef", "0 or more, or auto")
@@ -183,6 +184,18 @@ INCREMENTAL_SCORES = ("paper", "calibrated")
 # the baseline's features with the column's mention as the antecedent (distance in kept spans, same speaker,
 # segment distance).
 PAIR_FEATURES = ("paper", "baseline")
+# How the paper's pair features measure the distance between a span and an entity (``distance_between``): the
+# subtokens between the span's start and the start of the entity's most recent mention (this project's reading of
+# the paper), or the 2020 code's: between their midpoints, truncated to an integer, 0 when the span's midpoint
+# comes first (torch_scores.py bucket_distance of incremental.py's float offsets).
+DISTANCES = ("starts", "midpoints")
+# Where eviction measures an entity's distance from (``evict_from``): the midpoint of its most recent mention, or
+# the 2020 code's start of it (util.make_evict_function: ``idx - cluster.start``).
+EVICTION_ANCHORS = ("midpoint", "start")
+# Which earlier gold mention a training decision finds its entity through (``gold_entities``): any mention of an
+# active entity, or, as the 2020 code's span-to-cluster map keeps them, a mention read in the current segment or
+# the most recent mention of an entity as the last segment ended (cluster.py ClusterList.clear_cache).
+GOLD_ENTITY_LOOKUPS = ("every_mention", "latest_mention")
 
 
 @dataclass(frozen=True)
@@ -231,6 +244,16 @@ class IncrementalConfig(SpanModelConfig):
     # trains; false: whole documents (the paper's).
     crop_training_documents: bool = False
     dropout_rate: float = 0.4
+    # The 2020 code's behaviours a reading of the paper would not predict (docs/models/incremental.md, "Differences
+    # from the authors' code"); import-icoref sets each as the code has it, the defaults are this project's.
+    distance_between: str = "starts"  # DISTANCES: the paper's pair features' distance
+    evict_from: str = "midpoint"  # EVICTION_ANCHORS
+    gold_entities: str = "every_mention"  # GOLD_ENTITY_LOOKUPS
+    crossing_spans: bool = False  # true: a segment's kept spans are its k best, crossing or not (the code's top-k)
+    read_last_sentence: bool = True  # false: the spans of each segment's last sentence are never read (the code)
+    # Training: clip the gradients accumulated so far after each segment's backward, over every parameter, as the
+    # 2020 trainer does (trainer.py), not once per document before the step.
+    clip_every_segment: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -240,6 +263,9 @@ class IncrementalConfig(SpanModelConfig):
         self.require(self.loss in LOSSES, "loss", f"one of {list(LOSSES)}")
         self.require(self.score in INCREMENTAL_SCORES, "score", f"one of {list(INCREMENTAL_SCORES)}")
         self.require(self.pair_features in PAIR_FEATURES, "pair_features", f"one of {list(PAIR_FEATURES)}")
+        self.require(self.distance_between in DISTANCES, "distance_between", f"one of {list(DISTANCES)}")
+        self.require(self.evict_from in EVICTION_ANCHORS, "evict_from", f"one of {list(EVICTION_ANCHORS)}")
+        self.require(self.gold_entities in GOLD_ENTITY_LOOKUPS, "gold_entities", f"one of {list(GOLD_ENTITY_LOOKUPS)}")
         for name in ("negative_sample_rate", "teacher_forcing_rate"):
             self.require_range(name, 0.0, 1.0)
         self.require(self.recent_mentions >= 0, "recent_mentions", "a number of mentions, 0 or more")
@@ -475,6 +501,9 @@ class IncrementalTrainParameters(Config):
     restart: bool = False
     cache_encoder_outputs: bool = True  # a frozen encoder's outputs computed once per segment and run
     encoder_cache_mb: int | None = 4096  # at most this much of them kept (the rest recomputed); null: no limit
+    # An incremental model directory to continue training (e.g. one import-icoref wrote) instead of starting from the
+    # baseline: its model keys are kept (``overrides`` may change them), the preset gives the training keys.
+    init_from: str | None = None
 
     def __post_init__(self) -> None:
         cache = self.encoder_cache_mb

@@ -190,6 +190,7 @@ class SpanScorer(nn.Module):
         k: int,
         candidate_gradients: bool,
         kept_spans: list[tuple[int, int]] | None = None,
+        crossing: bool = False,
     ) -> TopSpans:
         """Every candidate's mention score, then the ``k`` best spans that do not cross (``prune_spans``).
 
@@ -198,7 +199,7 @@ class SpanScorer(nn.Module):
         graph and the kept spans again from their g with the same dropout masks: the kept spans' scores
         and gradients are those of one pass over every candidate (to float rounding), but the backward
         pass runs over ``k`` rows instead of every candidate's. ``kept_spans``: a list that receives the kept
-        spans' (start, end), known on the host (``prune_spans``).
+        spans' (start, end), known on the host (``prune_spans``; ``crossing``: its rule).
         """
         width_features = self.width_features(starts, ends)  # [candidates, F]
         split = torch.is_grad_enabled() and not candidate_gradients
@@ -209,7 +210,7 @@ class SpanScorer(nn.Module):
             prior = self.width_prior()  # [W], in the graph
             with torch.no_grad():
                 scores = self.score_candidates(hidden, starts, ends, width_features, masks, prior)
-        kept = prune_spans(scores, starts, ends, k, kept_spans)  # [k], sorted by (start, end)
+        kept = prune_spans(scores, starts, ends, k, kept_spans, crossing)  # [k], sorted by (start, end)
         kept_starts, kept_ends = starts[kept], ends[kept]
         embeddings = self.span_embeddings(hidden, kept_starts, kept_ends, width_features[kept])  # [k, D]
         if split:

@@ -85,8 +85,10 @@ def prune_spans(
     ends: torch.Tensor,
     k: int,
     kept_spans: list[tuple[int, int]] | None = None,
+    crossing: bool = False,
 ) -> torch.Tensor:
-    """Indices of up to ``k`` spans in descending score, skipping any that crosses a kept span.
+    """Indices of up to ``k`` spans in descending score, skipping any that crosses a kept span (``crossing``:
+    keeping it, the ``k`` best whatever they cross, as Xia et al.'s 2020 code's ``topk``).
 
     Nesting is allowed, crossing (``s1 < s2 <= e1 < e2``) is not. The result is
     sorted by (start, end), as the original ``extract_spans`` kernel returns it.
@@ -94,6 +96,12 @@ def prune_spans(
     no read back). The spans are read in chunks of the score order, one transfer each (most documents: one).
     """
     order = torch.argsort(scores.detach(), descending=True, stable=True)  # [spans]
+    if crossing:
+        best = order[:k]  # [k]
+        found = sorted(zip(*torch.stack([starts[best], ends[best], best]).tolist(), strict=True))  # one read
+        if kept_spans is not None:
+            kept_spans.extend((start, end) for start, end, _ in found)
+        return torch.tensor([index for _, _, index in found], dtype=torch.long, device=scores.device)
     max_end_from: list[int] = []  # start -> largest end of a kept span starting there
     min_start_to: list[int] = []  # end -> smallest start of a kept span ending there
     kept: list[tuple[int, int, int]] = []  # (start, end, index)

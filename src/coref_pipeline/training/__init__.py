@@ -15,6 +15,8 @@ from coref_pipeline.training.baseline import (
 )
 from coref_pipeline.training.incremental import (
     build_incremental,
+    continued_incremental,
+    continued_settings,
     incremental_recipe,
     incremental_settings,
     train_incremental,
@@ -29,6 +31,8 @@ __all__ = [
     "baseline_recipe",
     "build_baseline",
     "build_incremental",
+    "continued_incremental",
+    "continued_settings",
     "fit",
     "incremental_recipe",
     "incremental_settings",

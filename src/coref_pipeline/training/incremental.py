@@ -37,6 +37,29 @@ def incremental_settings(
     )
 
 
+def continued_settings(
+    start: CorefModel, preset: Mapping[str, Any], overrides: Mapping[str, Any] | None = None
+) -> tuple[IncrementalConfig, TrainingConfig]:
+    """To continue training the incremental model ``start``: its own configuration with the model keys of
+    ``overrides``, and the training keys of ``preset`` with those of ``overrides``."""
+    if start.model_type != "incremental":
+        raise ConfigError(f"incremental_train.init_from must be an incremental model, got a {start.model_type!r} model")
+    values = {key: value for key, value in preset.items() if key in TrainingConfig.keys()} | dict(overrides or {})
+    return split_settings(
+        values,
+        IncrementalConfig,
+        "incremental_train",
+        lambda model_values: IncrementalConfig.from_dict({**start.config.to_dict(), **model_values}),
+    )
+
+
+def continued_incremental(start: CorefModel, config: IncrementalConfig) -> CorefModel:
+    """A copy of the incremental model ``start`` under ``config`` (its weights, all of them, loaded by name)."""
+    model = IncrementalCorefModel(config, start.model.encoder)
+    model.load_state_dict(start.model.state_dict())
+    return CorefModel("incremental", model, start.tokenizer)
+
+
 def build_incremental(baseline: CorefModel, config: IncrementalConfig) -> CorefModel:
     """The incremental model with the baseline's encoder, span scorer and pair scorer weights (by name)."""
     model = IncrementalCorefModel(config, baseline.model.encoder)
@@ -105,6 +128,11 @@ def incremental_recipe(
     outputs are cached (``cache_encoder_outputs``), at most ``encoder_cache_mb`` of them."""
     model: IncrementalCorefModel = trained.model
     finetune = model.config.finetune_encoder
+    if model.config.clip_every_segment and str(training.precision) == "16-mixed":
+        raise ConfigError(
+            "incremental_train: clip_every_segment clips between backward passes, where 16-mixed's gradients are "
+            "still scaled; train it in 32 or bf16-mixed"
+        )
     limit = None if encoder_cache_mb is None else encoder_cache_mb * 2**20
     losses = EncoderCache(model, limit).losses if cache_encoder_outputs and not finetune else model.training_losses
     return Recipe(
@@ -112,6 +140,7 @@ def incremental_recipe(
         optimisers=partial(model_optimisers, model, training, train_encoder=finetune, task_schedule="constant"),
         prepare=cropping(model.config.max_training_sentences if model.config.crop_training_documents else None),
         start=start_fingerprint,
+        clip_each_loss=model.config.clip_every_segment,
     )
 
 
@@ -124,12 +153,16 @@ def train_incremental(
     cache_encoder_outputs: bool = True,
     encoder_cache_mb: int | None = None,
 ) -> CorefModel:
-    """Initialise from the baseline, train on train, select on dev: what ``incremental_train`` runs."""
+    """Initialise from the baseline (or continue ``baseline`` itself when it is an incremental model, e.g. one
+    import-icoref wrote), train on train, select on dev: what ``incremental_train`` runs."""
     resolve_device(training.device)  # an absent device is named before anything is built
     config = decide_for_corpus(config, corpus)
     with run.holding_work_dir():  # a second run on this work directory is refused before anything is built
         seed_everything(training.seed)
-        trained = build_incremental(baseline, config)
+        if baseline.model_type == "incremental":
+            trained = continued_incremental(baseline, config)
+        else:
+            trained = build_incremental(baseline, config)
         start = tensors_fingerprint(baseline.model.state_dict())
         recipe = incremental_recipe(trained, training, start, cache_encoder_outputs, encoder_cache_mb)
         return fit_on_corpus(trained, recipe, corpus, training, run)

@@ -149,9 +149,15 @@ def budget_plan(state: TrainState, config: TrainingConfig, most_steps: int) -> i
 
 
 def training_step(
-    losses: LossFunction, document: DocumentTensors, optimisers: Optimisers, gradient_clip: float, engine: Engine
+    losses: LossFunction,
+    document: DocumentTensors,
+    optimisers: Optimisers,
+    gradient_clip: float,
+    engine: Engine,
+    clip_each_loss: bool = False,
 ) -> float:
     """Forward and backward over the document's losses, then clip, step and schedule; the summed loss.
+    ``clip_each_loss``: every parameter's accumulated gradients are also clipped after each backward.
 
     Each loss is computed under the engine's autocast and backpropagated (outside it)
     before the next is computed. With several ranks the gradients accumulate locally
@@ -166,6 +172,10 @@ def training_step(
             if loss is None:
                 break
             engine.backward(loss)
+            if clip_each_loss and gradient_clip:
+                torch.nn.utils.clip_grad_norm_(
+                    optimisers.encoder_parameters + optimisers.task_parameters, gradient_clip
+                )
             values.append(loss.detach())
     engine.synchronise_gradients()
     optimisers.step(gradient_clip, engine)
@@ -250,6 +260,7 @@ def train_loop(
     selection: Selection = Selection(),
     report: Callable[[], dict[str, float]] | None = None,
     description: str = "train",
+    clip_each_loss: bool = False,
 ) -> TrainState:
     """Train one document per step and rank, resuming from the work directory's latest checkpoint.
 
@@ -359,7 +370,7 @@ def train_loop(
                 document = documents[order[state.position]]
                 if prepare is not None:
                     document = prepare(document, crop_generator)
-                loss = training_step(losses, document, optimisers, config.gradient_clip, engine)
+                loss = training_step(losses, document, optimisers, config.gradient_clip, engine, clip_each_loss)
                 state.train_seconds += clock() - step_started
                 state.position += 1
                 state.global_step += 1
@@ -426,6 +437,9 @@ class Recipe:
     optimisers: Callable[[int | StepPlan], Optimisers]  # given the total steps, or the plan of a budgeted run
     prepare: Prepare | None  # what each training item becomes before its step (``cropping``); None: as it is
     start: str = ""  # what else makes a run the same run (e.g. a hash of the weights it starts from)
+    # Clip every parameter's gradients, accumulated so far, after each loss's backward (Xia et al.'s 2020 trainer,
+    # ``clip_every_segment``), besides the clip before the step.
+    clip_each_loss: bool = False
 
 
 @dataclass
@@ -595,6 +609,7 @@ def _train_on_rank(engine: Engine, job: _RankJob) -> dict[str, Any]:
         plan,
         run.clock,
         description=run.description,
+        clip_each_loss=recipe.clip_each_loss,
     )
     engine.barrier()
     return asdict(state)

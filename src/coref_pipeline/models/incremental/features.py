@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -20,8 +21,9 @@ class PairFeatures:
     """The pair features of one document's spans against scoring columns (``pair_features``).
 
     Each column is measured from its anchor mention (``EntityMemory.anchor``). ``paper``: the
-    distance bucket of the subtokens between the two starts, the speaker slot zeros and the
-    segment distance 0. ``baseline`` (``speaker_ids`` given): what the baseline computes with the
+    distance bucket of the subtokens between the two starts (``distance_between: midpoints``: between the two
+    midpoints, truncated, 0 when the span's comes first, as the 2020 code measures it), the speaker slot zeros
+    and the segment distance 0. ``baseline`` (``speaker_ids`` given): what the baseline computes with the
     anchor as the antecedent: the distance in kept spans (``rank_of_span``, filled as the
     document's spans are kept), same speaker, and the segment distance up to ``max_segment_distance``.
     """
@@ -31,6 +33,7 @@ class PairFeatures:
     segment_of_token: torch.Tensor | None = None  # [num_subtokens]
     max_segment_distance: int = 0
     rank_of_span: dict[Span, int] = field(default_factory=dict)
+    midpoints: bool = False  # the paper's features: the distance between midpoints (twice each, as integers)
     # On the host, read once: speaker_ids and segment_of_token ([2, num_subtokens]), and bucket_distance's value
     # of each distance up to the largest met (extended as needed).
     host_tokens: np.ndarray | None = field(default=None, repr=False)
@@ -39,12 +42,15 @@ class PairFeatures:
     @classmethod
     def of_document(cls, document: DocumentTensors, config: IncrementalConfig) -> PairFeatures:
         if config.pair_features == "paper":
-            return cls(document.genre)
+            return cls(document.genre, midpoints=config.distance_between == "midpoints")
         return cls(document.genre, document.speaker_ids, document.segment_of_token, config.max_training_sentences - 1)
 
     def positions(self, spans: Sequence[Span]) -> list[tuple[int, int]]:
-        """Each span's start and the position its distance counts from: its start, or its rank."""
+        """Each span's start and the position its distance counts from: its start, or its rank (with the paper's
+        features and ``midpoints``: twice its midpoint, both)."""
         if self.speaker_ids is None:
+            if self.midpoints:
+                return [(start + end, start + end) for start, end in spans]
             return [(start, start) for start, _ in spans]
         return [(span[0], self.rank_of_span[span]) for span in spans]
 
@@ -57,7 +63,7 @@ class PairFeatures:
         spans, anchors = torch.broadcast_tensors(spans.unsqueeze(1), anchors)  # [k, C, 2] each
         starts, anchor_starts = spans[..., 0], anchors[..., 0]  # [k, C]
         if self.speaker_ids is None:
-            distance = (starts - anchor_starts).abs()  # [k, C]
+            distance = self.paper_distance(starts - anchor_starts)  # [k, C]
             return scorer.features(None, self.genre, bucket_distance(distance), torch.zeros_like(distance))
         same_speaker = self.speaker_ids[starts] == self.speaker_ids[anchor_starts]  # [k, C]
         segment_distance = (self.segment_of_token[starts] - self.segment_of_token[anchor_starts]).clamp(
@@ -65,6 +71,16 @@ class PairFeatures:
         )  # [k, C]
         distance = (spans[..., 1] - anchors[..., 1]).clamp(min=0)  # [k, C]: kept spans between them
         return scorer.features(same_speaker, self.genre, bucket_distance(distance), segment_distance)
+
+    def paper_distance(self, differences: Any) -> Any:
+        """The paper's features' distance from ``positions`` differences (tensor or array, span minus anchor): their
+        absolute value (starts), or half of them rounded down and 0 below (twice the midpoints: the 2020 code's
+        ``int()`` of the float offset, whose negatives bucket_distance clamps to 0)."""
+        if not self.midpoints:
+            return differences.abs() if isinstance(differences, torch.Tensor) else np.abs(differences)
+        if isinstance(differences, torch.Tensor):
+            return differences.clamp(min=0) // 2
+        return np.maximum(differences, 0) // 2
 
     def bucket(self, distances: np.ndarray) -> np.ndarray:
         """``bucket_distance`` of non-negative distances on the host: its own values, tabled once per document."""
@@ -81,7 +97,7 @@ class PairFeatures:
         0)."""
         if self.speaker_ids is None:
             zeros = np.zeros(len(spans), dtype=np.int64)
-            return np.stack([zeros, self.bucket(np.abs(spans[:, 0] - anchors[:, 0])), zeros])
+            return np.stack([zeros, self.bucket(self.paper_distance(spans[:, 0] - anchors[:, 0])), zeros])
         if self.host_tokens is None:
             self.host_tokens = torch.stack([self.speaker_ids, self.segment_of_token]).cpu().numpy()
         speakers, segments = self.host_tokens

@@ -281,12 +281,14 @@ class EntityMemory:
             changed.append(self._add_slot(entity_id, span, mention_row))
         self.changed = [column_id for column_id in changed if column_id in self.fresh_ids]
 
-    def leaving(self, position: int, singleton_distance: int | None, distance: int | None) -> list[int]:
+    def leaving(
+        self, position: int, singleton_distance: int | None, distance: int | None, from_start: bool = False
+    ) -> list[int]:
         """The active entities the eviction policy names at ``position`` (subtokens), in column order.
 
-        An entity leaves when the midpoint of its most recent mention is more than ``distance`` subtokens
-        before ``position`` (as Xia et al. measure it), or more than ``singleton_distance`` when it has a
-        single mention. ``None`` switches a rule off.
+        An entity leaves when the midpoint of its most recent mention (``from_start``: its start, as the 2020
+        code measures it) is more than ``distance`` subtokens before ``position``, or more than
+        ``singleton_distance`` when it has a single mention. ``None`` switches a rule off.
         """
         found = []
         consolidated = [column_id for row, column_id in enumerate(self.base_ids) if row not in self.superseded]
@@ -294,7 +296,7 @@ class EntityMemory:
             if column_id in self.owner:
                 continue  # a slot leaves with its entity
             start, end = self.mentions[column_id][-1]
-            behind = position - (start + end) / 2
+            behind = position - (start if from_start else (start + end) / 2)
             single = len(self.mentions[column_id]) == 1
             if (distance is not None and behind > distance) or (
                 singleton_distance is not None and single and behind > singleton_distance
@@ -307,11 +309,12 @@ class EntityMemory:
         position: int | None = None,
         singleton_distance: int | None = None,
         distance: int | None = None,
+        from_start: bool = False,
     ) -> list[int]:
         """End the segment: merge the fresh columns into the base ones, detached, and, with ``position``, evict the entities
         the policy names there (``leaving``; their mentions stay for the output): one gather of the table's
         rows. Returns the evicted entities' ids, in column order."""
-        leaving = self.leaving(position, singleton_distance, distance) if position is not None else []
+        leaving = self.leaving(position, singleton_distance, distance, from_start) if position is not None else []
         gone = set(leaving)
         keep: list[tuple[int, int]] = []  # (column id, table row)
         for row, column_id in enumerate(self.base_ids):

@@ -177,7 +177,13 @@ class IncrementalCorefModel(nn.Module):
         over_candidates = config.mention_loss_spans == "candidates"
         kept_spans: list[Span] = []
         candidate_scores, kept, scores, embeddings = self.span_scorer.top_spans(
-            hidden, starts, ends, k, candidate_gradients=with_loss and over_candidates, kept_spans=kept_spans
+            hidden,
+            starts,
+            ends,
+            k,
+            candidate_gradients=with_loss and over_candidates,
+            kept_spans=kept_spans,
+            crossing=config.crossing_spans,
         )  # [candidates], [k], [k], [k, D]
         mention_loss = None
         if with_loss:
@@ -210,8 +216,10 @@ class IncrementalCorefModel(nn.Module):
         lengths = document.lengths()
         budget = max(1, SPAN_WINDOW_ELEMENTS // (config.max_span_width * int(config.ffnn_size)))  # subtokens
         # A window's graph is backpropagated at its end (``SegmentSpans.ends_window``): one segment when the encoder
-        # trains (its graph holds the encoder's activations), else the encoder's batch of segments.
-        segments_cap = 1 if self.trains_encoder else self.encoder.segment_batch_size
+        # trains (its graph holds the encoder's activations) or clip_every_segment, else the encoder's batch.
+        # With clip_every_segment each segment's loss is its own window, as the clip follows each backward.
+        one_segment = self.trains_encoder or (train and config.clip_every_segment)
+        segments_cap = 1 if one_segment else self.encoder.segment_batch_size
         window: dict[int, tuple] = {}  # segment index -> its kept spans, scored with the window's
 
         def read_window(first: int, offset: int) -> None:
@@ -249,7 +257,12 @@ class IncrementalCorefModel(nn.Module):
                 if rows.stop > rows.start:
                     k = max(1, min(int(lengths[index] * config.top_span_ratio), rows.stop - rows.start))
                     kept = prune_spans(
-                        scores.scores[rows], starts[rows] - local, ends[rows] - local, k, kept_spans
+                        scores.scores[rows],
+                        starts[rows] - local,
+                        ends[rows] - local,
+                        k,
+                        kept_spans,
+                        config.crossing_spans,
                     )  # [k], sorted by (start, end), rows of the segment's candidates
                     kept_rows.append(kept + rows.start)
                 kept_lists.append(kept_spans)
@@ -320,6 +333,16 @@ class IncrementalCorefModel(nn.Module):
         threshold = self.config.min_mention_score
         return threshold is None or mention_score >= threshold
 
+    def project_base_again(self, memory: EntityMemory, weights) -> None:
+        """In training, the base columns' projections (the fine FFNN's first layer over the entities of earlier
+        segments) computed again in this segment's graph: the entities are detached at each segment's end, not the
+        layer, whose gradient takes every pair it scores, as Xia et al.'s code applies the layer to each entity
+        anew (the projections kept from an earlier segment are detached: the layer's gradient through them was
+        lost)."""
+        if memory.base_embeddings is None or not torch.is_grad_enabled() or not weights[1].requires_grad:
+            return
+        memory.base_projections = self.pair_scorer.project_candidates(memory.base_embeddings, weights)  # [B, ffnn]
+
     def resolve_spans(
         self,
         memory: EntityMemory,
@@ -348,6 +371,7 @@ class IncrementalCorefModel(nn.Module):
             embeddings, mention_scores = embeddings.index_select(0, rows), mention_scores.index_select(0, rows)
         read_spans = [spans[index] for index in read]
         weights = self.pair_scorer.first_layer_parts()
+        self.project_base_again(memory, weights)
         target_projections = self.pair_scorer.project_targets(embeddings, weights)  # [n, ffnn]
         candidate_projections = self.pair_scorer.project_candidates(embeddings, weights)  # [n, ffnn]
         sources = self.src_projection(embeddings) if self.uses_coarse else None  # [n, D]
@@ -393,7 +417,7 @@ class IncrementalCorefModel(nn.Module):
         """
         config = self.config
         memory = EntityMemory(config.recent_mentions, config.entity_representation)
-        gold = GoldAntecedents(document) if train else None
+        gold = GoldAntecedents(document, config.gold_entities == "latest_mention") if train else None
         features = PairFeatures.of_document(document, config)
         spans_of = self.span_windows(document, self.segment_outputs(document, segment_hidden), train)
         losses: list[torch.Tensor] = []  # each window's, detached: read once, at the end
@@ -401,8 +425,12 @@ class IncrementalCorefModel(nn.Module):
         offset = 0
         recorded: list[SegmentLoss] = []  # the options of the window's segments so far
         mention_losses: list[torch.Tensor] = []  # the window's segments' mention losses
+        # Without read_last_sentence: each subtoken's sentence, on the host (one read a document).
+        sentences = None if config.read_last_sentence else document.sentence_map.tolist()
         for index, length in enumerate(document.lengths()):
             found = spans_of(index, offset)
+            if sentences is not None:
+                found = without_last_sentence(found, sentences, offset + length - 1)
             for span in found.spans:
                 features.rank_of_span[span] = len(kept_spans)
                 kept_spans.append(span)
@@ -426,7 +454,11 @@ class IncrementalCorefModel(nn.Module):
             if train and not config.evict_in_training:
                 memory.end_segment()
             else:
-                memory.end_segment(offset, config.evict_singleton_distance, config.evict_distance)
+                memory.end_segment(
+                    offset, config.evict_singleton_distance, config.evict_distance, config.evict_from == "start"
+                )
+            if gold is not None:
+                gold.end_segment(memory, offset)
         total_loss = sum(torch.stack([loss.float() for loss in losses]).tolist()) if losses else 0.0
         total_loss = total_loss if train else None
         return IncrementalOutput(memory.clusters(), total_loss, memory, kept_spans)
@@ -445,6 +477,24 @@ class IncrementalCorefModel(nn.Module):
     ) -> Iterator[torch.Tensor]:
         """Each segment's training loss in turn, to be backpropagated before the next is computed."""
         yield from self.read_segments(document, segment_hidden, train=True)
+
+
+def without_last_sentence(found: SegmentSpans, sentences: Sequence[int], last: int) -> SegmentSpans:
+    """A segment's kept spans but those in the sentence of its last subtoken (``last``; ``sentences``: each
+    subtoken's sentence): Xia et al.'s 2020 code reads a segment's sentences from its first subtoken's up to, not
+    including, its last subtoken's (util.get_sentence_iter's ``range(min_sent, max_sent)``), so the spans of a
+    segment's last sentence, or of the part of a sentence a segment ends in, are never read."""
+    keep = [position for position, (start, _) in enumerate(found.spans) if sentences[start] < sentences[last]]
+    if len(keep) == len(found.spans):
+        return found
+    rows = host_tensor(keep, found.embeddings.device)  # [kept]
+    return found._replace(
+        starts=found.starts.index_select(0, rows),
+        ends=found.ends.index_select(0, rows),
+        embeddings=found.embeddings.index_select(0, rows),
+        mention_scores=found.mention_scores.index_select(0, rows),
+        spans=[found.spans[position] for position in keep],
+    )
 
 
 def copy_baseline_weights(model: IncrementalCorefModel, baseline_state: dict[str, torch.Tensor]) -> list[str]:

@@ -11,7 +11,7 @@ from coref_pipeline.formats.conll import ConllFile
 from coref_pipeline.formats.corpus import SegmentedCorpus
 from coref_pipeline.models.config import IncrementalTrainParameters
 from coref_pipeline.serving.coref_model import CorefModel
-from coref_pipeline.training import Run, incremental_settings, train_incremental
+from coref_pipeline.training import Run, continued_settings, incremental_settings, train_incremental
 
 
 def train(
@@ -25,7 +25,11 @@ def train(
     """Initialise from the baseline, train the chosen preset (``overrides`` on top) on train, select on dev; a
     killed run resumes from ``work_dir``."""
     parameters = IncrementalTrainParameters.from_dict(params)
-    config, training = incremental_settings(baseline, parameters.values())
+    if parameters.init_from is not None:  # an incremental model to continue (e.g. imported): not the baseline
+        baseline = CorefModel.load(parameters.init_from)
+        config, training = continued_settings(baseline, parameters.values(), parameters.overrides)
+    else:
+        config, training = incremental_settings(baseline, parameters.values())
     corpus = SegmentedCorpus(segmented, segmentation)
     run = Run(
         parameters.work_dir,

@@ -59,7 +59,15 @@ def test_the_kedro_group_adds_no_command():
 def test_help_lists_every_command(capsys):
     assert run(["--help"]) == 0
     out = capsys.readouterr().out
-    for name in ("minimize", "conll-stats", "predict", "score", "import-hocon", "import-tf-checkpoint"):
+    for name in (
+        "minimize",
+        "conll-stats",
+        "predict",
+        "score",
+        "import-hocon",
+        "import-tf-checkpoint",
+        "import-icoref",
+    ):
         assert f"  {name} " in out
 
 

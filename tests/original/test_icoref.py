@@ -48,13 +48,8 @@ def fixture_predictions() -> dict:
 
 
 def experiments_file(tmp_path) -> str:
-    """The fixture's experiment as their trainer wrote it, naming the segments its documents have (16 subtokens,
-    which the tiny encoder's 32 positions take) where its train_path names spb_on_512's."""
-    config = json.loads((ICOREF / "config.json").read_text())
-    config["train_path"] = config["train_path"].replace(".512.", ".16.")
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config))
-    return str(path)
+    """The fixture's experiment as their trainer wrote it (``tmp_path``: unused, kept for the callers' symmetry)."""
+    return str(ICOREF / "config.json")
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +201,8 @@ def test_the_configuration_records_the_codes_behaviours(imported):
     )
     assert config.crossing_spans and not config.read_last_sentence and config.clip_every_segment
     assert (config.score, config.pair_features, config.update) == ("paper", "paper", "learned")
-    assert (config.max_span_width, config.max_segment_len) == (4, 16)
+    # spb_on_512's segments, capped at the tiny encoder's 32 positions (the fixture's documents have 16)
+    assert (config.max_span_width, config.max_segment_len) == (4, 32)
 
 
 def clusters_and_losses(imported: CorefModel, changes: dict) -> list:
@@ -300,11 +296,13 @@ def test_the_position_ids_transformers_3_wrote_are_dropped_and_named(tmp_path, i
         assert torch.equal(reloaded.model.state_dict()[name], tensor), name
 
 
-def test_an_experiment_whose_segments_the_encoder_cannot_read_is_refused(tmp_path):
-    """The fixture's config as written names spb_on_512's 512-subtoken segments: more than the tiny encoder's 32."""
-    with pytest.raises(ICorefImportError, match="512 subtokens, more than encoder"):
-        import_icoref(CHECKPOINT, tmp_path / "out", str(ENCODER), EXPERIMENT, ICOREF / "config.json")
-    assert not (tmp_path / "out").exists()
+def test_segments_longer_than_the_encoder_takes_are_capped_and_said(tmp_path, caplog):
+    """The fixture's config names spb_on_512's 512-subtoken segments: more than the tiny encoder's 32 positions.
+    The code reads the segments its data file has; the import segments text at the encoder's length, and says so."""
+    summary = import_icoref(CHECKPOINT, tmp_path / "out", str(ENCODER), EXPERIMENT, ICOREF / "config.json")
+    assert summary.capped == (512, 32)
+    assert "segments of at most 32 subtokens (the encoder's positions; the experiment names 512)" in summary.describe()
+    assert CorefModel.load(tmp_path / "out").config.max_segment_len == 32
 
 
 # ------------------------------------------------------------------ training
@@ -433,3 +431,24 @@ def incremental_preset_values() -> tuple[str, dict]:
     presets = yaml.safe_load((PROJECT_ROOT / "conf/base/parameters_incremental_train.yml").read_text())
     values = resolve_preset(presets["incremental_train"]["presets"], "paper")
     return "paper", {key: value for key, value in values.items() if key in TrainingConfig.keys()}
+
+
+def test_a_mean_update_checkpoint_has_no_update_network_and_imports(tmp_path):
+    """method "mean" (their merge_functions.mean): no alpha MLP in the state; the import's update is the mean."""
+    state = {key: value for key, value in authors_state().items() if not key.startswith("mlp.")}
+    path = tmp_path / "checkpoint.bin"
+    torch.save({"model": state}, path)
+    config = json.loads((ICOREF / "config.json").read_text()) | {"method": "mean"}
+    experiments = tmp_path / "config.json"
+    experiments.write_text(json.dumps(config))
+    import_icoref(path, tmp_path / "out", str(ENCODER), EXPERIMENT, experiments)
+    assert CorefModel.load(tmp_path / "out").config.update == "mean"
+    with pytest.raises(ICorefImportError, match="missing keys: mlp.layers.0.weight"):  # alpha needs its network
+        import_icoref(path, tmp_path / "out2", str(ENCODER), EXPERIMENT, ICOREF / "config.json")
+
+
+def test_coref_model_predicts_the_codes_clusters_from_jsonlines(imported):
+    expected = fixture_predictions()["results"]["no_evict"]
+    for document in read_documents():
+        found = imported.predict_jsonlines(document)["predicted_clusters"]
+        assert sorted_clusters(found) == sorted_clusters(expected[document["doc_key"]]["predicted_clusters"])

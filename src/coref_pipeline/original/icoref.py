@@ -17,6 +17,7 @@ model decides as the code does.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import pickle
@@ -128,6 +129,7 @@ class ICorefImportSummary:
     parameters: int
     skipped: list[str] = field(default_factory=list)  # the checkpoint's other entries (optimiser state)
     dropped: list[str] = field(default_factory=list)  # stale encoder buffers
+    capped: tuple[int, int] | None = None  # (the experiment's segment length, the encoder's positions)
 
     def describe(self) -> str:
         text = (
@@ -138,6 +140,11 @@ class ICorefImportSummary:
             text += f"; skipped {', '.join(self.skipped)}"
         if self.dropped:
             text += f"; dropped {', '.join(self.dropped)} (recomputed by today's transformers)"
+        if self.capped:
+            text += (
+                f"; segments of at most {self.capped[1]} subtokens (the encoder's positions; the experiment names "
+                f"{self.capped[0]})"
+            )
         return text
 
 
@@ -291,7 +298,7 @@ def incremental_values(
 
 
 def renamed_weights(
-    state: dict[str, torch.Tensor], own: dict[str, torch.Tensor], where: str
+    state: dict[str, torch.Tensor], own: dict[str, torch.Tensor], where: str, update: str = "learned"
 ) -> tuple[dict[str, torch.Tensor], list[str]]:
     """The checkpoint's weights under the incremental model's names and shapes (their FFNNs' output weights are
     1-D, squeezed from TensorFlow's, their biases 0-d); the stale encoder buffers dropped. A key neither maps,
@@ -320,6 +327,10 @@ def renamed_weights(
             tensor = tensor.reshape(expected.shape)
         renamed[target] = tensor.to(expected.dtype)
     theirs = {ours: key for key, ours in WEIGHT_NAMES.items()}
+    if update != "learned":  # method mean: theirs has no update network; ours keeps its initial, unused values
+        for name in own:
+            if name.startswith("alpha.") and name not in renamed:
+                renamed[name] = own[name]
     missing = [theirs.get(name, name) for name in own if name not in renamed and not _is_buffer_recomputed(name)]
     problems = []
     if missing:
@@ -381,15 +392,24 @@ def build_icoref_model(
     except ConfigError as error:
         raise ICorefImportError(f"experiment {experiment!r}: {error}") from None
     positions = getattr(encoder_config, "max_position_embeddings", None)
+    capped = None
     if positions is not None and config.max_segment_len > positions:
-        raise ICorefImportError(
-            f"experiment {experiment!r} reads segments of {config.max_segment_len} subtokens, more than encoder "
-            f"{encoder!r} takes (max_position_embeddings {positions}): a checkpoint of another experiment or encoder"
+        # The code reads the segments its data file has; the experiment's length names that file. An encoder
+        # with fewer positions reads at most its own: text is segmented for it at that length.
+        capped = (config.max_segment_len, positions)
+        logger.warning(
+            "experiment %r names segments of %d subtokens; encoder %r takes %d: segments of at most %d",
+            experiment,
+            config.max_segment_len,
+            encoder,
+            positions,
+            positions,
         )
+        config = dataclasses.replace(config, max_segment_len=positions, segment_sentences=None)
     torch.manual_seed(0)
     model = IncrementalCorefModel(config, SegmentEncoder.from_config(encoder_config))
     own = model.state_dict()
-    renamed, dropped = renamed_weights(state, own, where)
+    renamed, dropped = renamed_weights(state, own, where, config.update)
     model.load_state_dict(renamed, strict=True)
     model.eval()
     summary = ICorefImportSummary(
@@ -400,6 +420,7 @@ def build_icoref_model(
         parameters=sum(tensor.numel() for tensor in renamed.values()),
         skipped=sorted(key for key in loaded if key != "model"),
         dropped=dropped,
+        capped=capped,
     )
     return model, tokenizer, summary
 

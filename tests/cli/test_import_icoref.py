@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import torch
 import yaml
 
@@ -45,3 +47,19 @@ def test_an_unknown_experiment_is_one_line(tmp_path, capsys):
     assert run(["import-icoref", str(CHECKPOINT), str(out), "--encoder", str(ENCODER), "--experiment", "spb_on_7"]) == 2
     one_error_line(capsys.readouterr().err, "spb_on_7", "spb_on_512")
     assert not out.exists()
+
+
+def test_predict_reads_text_with_an_imported_model(tmp_path, capsys):
+    """The imported directory serves raw text: predict segments it with its own tokenizer and writes clusters
+    (in the README's venv: no TensorFlow, no code of the authors)."""
+    out = tmp_path / "icoref"
+    arguments = ["import-icoref", str(CHECKPOINT), str(out), "--encoder", str(ENCODER)]
+    assert run([*arguments, "--experiments", experiments_file(tmp_path)]) == 0
+    text = tmp_path / "story.txt"
+    text.write_text("Ada met Charles. He gave her his engine. She read the book in the train.\n")
+    predicted = tmp_path / "predicted.jsonl"
+    assert run(["predict", "--model", str(out), str(text), str(predicted)]) == 0
+    record = json.loads(predicted.read_text())
+    assert record["sentences"][0] == ["Ada", "met", "Charles", "."]
+    assert isinstance(record["clusters"], list) and all(len(cluster) >= 2 for cluster in record["clusters"])
+    assert record["clusters"], "the fixture model links something in this text"

@@ -82,6 +82,23 @@ def test_it_starts_from_a_baseline_only(baseline, encoder_dir, tmp_path):  # noq
         train(incremental, segmented(), record, incremental_params(tmp_path / "run2"), dev_gold(), False)
 
 
+def test_init_from_continues_an_incremental_model_with_its_own_model_keys(baseline, encoder_dir, tmp_path):  # noqa: F811
+    """init_from (e.g. a directory import-icoref wrote): its weights and model keys, the preset's training keys."""
+    record = segmentation(str(encoder_dir))
+    train(baseline, segmented(), record, incremental_params(tmp_path / "run"), dev_gold(), False)
+    start = CorefModel.load(tmp_path / "run" / "best")
+    params = incremental_params(tmp_path / "continued", task_learning_rate=0.0)
+    params["presets"]["tiny"]["dropout_rate"] = 0.1  # a model key of the preset: not the directory's
+    params["init_from"] = str(tmp_path / "run" / "best")
+    continued = train(baseline, segmented(), record, params, dev_gold(), False)
+    assert continued.config == start.config  # dropout 0.4 kept
+    kept = start.model.state_dict()
+    assert all(torch.equal(tensor, kept[name]) for name, tensor in continued.model.state_dict().items())
+    params["init_from"] = str(tmp_path / "nowhere")
+    with pytest.raises(Exception, match="nowhere"):
+        train(baseline, segmented(), record, params, dev_gold(), False)
+
+
 def test_pipeline_wiring():
     pipeline = create_pipeline()
     assert pipeline.inputs() == {

@@ -452,3 +452,23 @@ def test_coref_model_predicts_the_codes_clusters_from_jsonlines(imported):
     for document in read_documents():
         found = imported.predict_jsonlines(document)["predicted_clusters"]
         assert sorted_clusters(found) == sorted_clusters(expected[document["doc_key"]]["predicted_clusters"])
+
+
+def test_experiments_jsonnet_is_read_with_the_jsonnet_package_or_refused_in_one_line(tmp_path):
+    """--experiments experiments.jsonnet: evaluated with the jsonnet package where it is installed (it is not a
+    dependency); without it, one line says what to install or give instead."""
+    from coref_pipeline.original.icoref import read_experiments
+
+    config = json.loads((ICOREF / "config.json").read_text())
+    path = tmp_path / "experiments.jsonnet"
+    path.write_text(
+        "local base = " + json.dumps(config) + ";\n{ spb_on_512: base, spb_on_5: base + { run_name: 'spb_on_5' } }\n"
+    )
+    try:
+        import _jsonnet  # noqa: F401
+    except ImportError:
+        with pytest.raises(ICorefImportError, match=r"pip install jsonnet.*config\.json"):
+            read_experiments(path)
+    else:
+        experiments = read_experiments(path)
+        assert set(experiments) == {"spb_on_512", "spb_on_5"} and experiments["spb_on_5"]["run_name"] == "spb_on_5"

@@ -60,7 +60,8 @@ def imported(tmp_path_factory) -> CorefModel:
 
 
 def with_eviction(model: CorefModel, evict_fn) -> CorefModel:
-    """The imported model evicting as the code's ``evict_fn`` (the fixture ran each setting)."""
+    """The imported model evicting as the code's ``evict_fn`` (the fixture ran each setting); it stays so until
+    the next call (the module's tests share the model)."""
     config = dataclasses.replace(model.config, **eviction_keys(evict_fn, "setting"))
     model.model.config = config
     return model
@@ -449,8 +450,9 @@ def test_a_mean_update_checkpoint_has_no_update_network_and_imports(tmp_path):
 
 def test_coref_model_predicts_the_codes_clusters_from_jsonlines(imported):
     expected = fixture_predictions()["results"]["no_evict"]
+    model = with_eviction(imported, fixture_predictions()["settings"]["no_evict"])  # other tests set others
     for document in read_documents():
-        found = imported.predict_jsonlines(document)["predicted_clusters"]
+        found = model.predict_jsonlines(document)["predicted_clusters"]
         assert sorted_clusters(found) == sorted_clusters(expected[document["doc_key"]]["predicted_clusters"])
 
 

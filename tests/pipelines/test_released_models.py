@@ -23,6 +23,7 @@ from coref_pipeline.pipelines.evaluate.nodes import evaluate, predict_test
 from coref_pipeline.pipelines.incremental_train.nodes import train as incremental_train
 from coref_pipeline.pipelines.segment.nodes import segment
 from coref_pipeline.serving.coref_model import CorefModel
+from tests.cli.test_commands import run
 from tests.paths import copy_project
 from tests.released import TINY_CHECKPOINT, released_conll, write_corpus
 
@@ -146,6 +147,31 @@ def test_init_from_fine_tunes_the_imported_model(imported_tiny_coref, tmp_path):
     before, after = imported.model.state_dict(), tuned.model.state_dict()
     assert before.keys() == after.keys()
     assert any(not torch.equal(before[k], after[k]) for k in before)  # two steps of training moved the weights
+
+
+def test_init_from_continues_the_originals_optimiser_state(tmp_path, caplog):
+    """``import-tf-checkpoint --optimizer-state``, then coref_train with init_from it and ``optimiser: original``:
+    the run starts at the checkpoint's global_step (1), on the original's schedule (num_docs * num_epochs of its
+    experiment), at the original's learning rates for that step (its training reference's), and says so."""
+    imported = tmp_path / "imported"
+    assert run(["import-tf-checkpoint", str(TINY_CHECKPOINT), str(imported), "--optimizer-state"]) == 0
+    reference = json.loads((TINY_CHECKPOINT.parent / "tiny_coref_training" / "training.json").read_text())
+    segmented, record = segmented_for(imported)
+    preset = {**CorefModel.load(imported).config.to_dict(), "optimiser": "original", "dropout_rate": 0.0}
+    preset.update(max_steps=3, eval_frequency=2, report_frequency=1, checkpoint_frequency=2)
+    params = {"preset": "released", "presets": {"released": preset}, "overrides": {}, "work_dir": str(tmp_path / "run"),
+              "restart": False, "init_from": str(imported)}  # fmt: skip
+    with caplog.at_level("INFO", logger="coref_pipeline.training.loop"):
+        coref_train(segmented, record, params, released_conll("dev"), False)
+    expected = reference["resumed"]["step1"]
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Continuing the original's")]
+    assert line == (
+        "Continuing the original's optimiser state at step 1 of 56040: learning rates "
+        f"task_learning_rate {expected['task_learning_rate']:.6g}, bert_learning_rate {expected['bert_learning_rate']:.6g}"
+    )
+    checkpoints = tmp_path / "run" / "checkpoints"
+    latest = json.loads((checkpoints / (checkpoints / "LATEST").read_text().strip() / "state.json").read_text())
+    assert latest["train_state"]["global_step"] == 3 and latest["train_state"]["planned_steps"] == 56040
 
 
 @pytest.mark.slow

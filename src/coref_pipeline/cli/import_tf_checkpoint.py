@@ -26,13 +26,19 @@ DESCRIPTION = (
     help="the experiments.conf entry the checkpoint was trained with (default: the one named as CHECKPOINT_DIR, "
     "e.g. spanbert_base)",
 )
-def import_tf_checkpoint(checkpoint_dir: str, out_model_dir: str, preset: str | None) -> None:
+@click.option(
+    "--optimizer-state",
+    is_flag=True,
+    help="also import the optimiser's state (the Adam slots, global_step): coref_train with init_from OUT_MODEL_DIR "
+    "and optimiser: original continues from the checkpoint's step at the original's learning rates",
+)
+def import_tf_checkpoint(checkpoint_dir: str, out_model_dir: str, preset: str | None, optimizer_state: bool) -> None:
     from coref_pipeline.models.directory import TOKENIZER
     from coref_pipeline.original.tf_import import TFImportError
     from coref_pipeline.original.tf_import import import_tf_checkpoint as run_import
 
     try:
-        summary = run_import(checkpoint_dir, out_model_dir, preset)
+        summary = run_import(checkpoint_dir, out_model_dir, preset, optimiser_state=optimizer_state)
     except (TFImportError, OSError) as error:
         raise CommandError(error) from None
     write_imported_card(Path(out_model_dir), summary.experiment, Path(summary.checkpoint).name)

@@ -18,6 +18,7 @@ from coref_pipeline.models.config import BaselineConfig, require_resolved
 from coref_pipeline.models.document import DocumentTensors
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.layers import Dropout, init_weights
+from coref_pipeline.models.lookups import LookupRows, watch_embedding
 from coref_pipeline.models.scorers import NUM_DISTANCE_BUCKETS, PairScorer, SpanScorer
 from coref_pipeline.models.spans import (
     bucket_distance,
@@ -66,6 +67,31 @@ class BaselineCorefModel(nn.Module):
         self.gate = nn.Linear(2 * self.span_dim, self.span_dim)
         for name in ("src_projection", "antecedent_distance_prior", "distance_prior_projection", "gate"):
             init_weights(getattr(self, name))
+        self.lookup_rows: LookupRows | None = None  # where lookups' gradient rows are counted (count_lookup_rows)
+        self._lookup_hook: torch.utils.hooks.RemovableHandle | None = None
+
+    def lookup_parameters(self) -> list[nn.Parameter]:
+        """The embeddings the original looks up with ``tf.gather`` in training, whose gradients TensorFlow holds as
+        ``IndexedSlices`` (one row per lookup): the encoder's word embeddings, the span widths', and the fine
+        scoring's speaker, distance and segment-distance embeddings (each round's lookups). The genre's lookup is one
+        row there (made once, before the rounds), whose norm is its dense gradient's; the width prior's and the
+        coarse distance prior's gradients are dense there (a whole table scored before its rows are gathered)."""
+        config = self.config
+        parameters = [self.encoder.model.get_input_embeddings().weight]
+        if config.use_features:
+            parameters.append(self.span_scorer.span_width_embeddings.weight)
+        if config.fine_grained:
+            parameters += [parameter for parameter, _ in self.pair_scorer.feature_lookups()]
+        return parameters
+
+    def count_lookup_rows(self, rows: LookupRows | None) -> None:
+        """Count every training lookup of :meth:`lookup_parameters` in ``rows`` (None: stop counting)."""
+        if self._lookup_hook is not None:
+            self._lookup_hook.remove()
+            self._lookup_hook = None
+        self.lookup_rows = self.span_scorer.lookup_rows = rows
+        if rows is not None:
+            self._lookup_hook = watch_embedding(rows, self.encoder.model.get_input_embeddings())
 
     def task_modules(self) -> list[nn.Module]:
         """Every module but the encoder (the task parameters)."""
@@ -111,7 +137,8 @@ class BaselineCorefModel(nn.Module):
         segment_of_token: torch.Tensor,
         genre: int,
     ) -> torch.Tensor | None:
-        """phi: same speaker, genre, antecedent distance bucket, segment distance: ``[k, c, features]``."""
+        """phi: same speaker, genre, antecedent distance bucket, segment distance: ``[k, c, features]``, before its
+        dropout (drawn in each round of the fine scoring, as the original draws it)."""
         k = antecedents.shape[0]
         span_speakers = speaker_ids[span_starts]  # [k]
         same_speaker = span_speakers.unsqueeze(1) == span_speakers[antecedents]  # [k, c]
@@ -120,7 +147,7 @@ class BaselineCorefModel(nn.Module):
         segment_distance = (segments.unsqueeze(1) - segments[antecedents]).clamp(
             0, self.config.max_training_sentences - 1
         )  # [k, c]
-        return self.pair_scorer.features(same_speaker, genre, distance, segment_distance)
+        return self.pair_scorer.features(same_speaker, genre, distance, segment_distance, dropout=False)
 
     def refine(self, span_emb: torch.Tensor, antecedents: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         """One round of higher-order refinement: each span gated with its attended antecedents, ``[k, D]``."""
@@ -184,7 +211,11 @@ class BaselineCorefModel(nn.Module):
             if not self.training and config.min_coarse_score is not None:
                 scored = top_coarse > config.min_coarse_score  # [k, c]
             for depth in range(config.coref_depth):
-                scores = top_coarse + self.fine_scores(span_emb, antecedents, features, scored)  # [k, c]
+                phi = features
+                if phi is not None and self.lookup_rows is not None:  # each round's lookups, as the original's
+                    phi = self.lookup_rows.watch(phi, self.pair_scorer.feature_lookups())
+                phi = self.pair_scorer.dropout(phi) if phi is not None else None
+                scores = top_coarse + self.fine_scores(span_emb, antecedents, phi, scored)  # [k, c]
                 if depth + 1 < config.coref_depth:  # the original also refines after the last round: unused
                     span_emb = self.refine(span_emb, antecedents, scores)
         else:

@@ -40,6 +40,7 @@ PRECISIONS = ("auto", "32", "bf16-mixed", "16-mixed")
 # backward pass is over those spans only (SpanScorer.top_spans).
 MENTION_LOSS_SPANS = ("candidates", "top")
 STRATEGIES = ("auto", "ddp")
+OPTIMISERS = ("original", "torch")  # TrainingConfig.optimiser: coref_pipeline.training.optim
 # mention_loss_coef "auto": this weight when the training documents annotate singletons (measured on LitBank,
 # docs/benchmarks.md), else 0; decided when a run starts (resolve_mention_loss).
 AUTO = "auto"
@@ -318,6 +319,10 @@ class TrainingConfig(Config):
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
     gradient_clip: float = 1.0
+    # original: the original's optimization.py (TensorFlow's two Adams, its schedule, its clip; the `best` preset's
+    # and so every published one's) | torch: torch's AdamW and Adam, Hugging Face's schedule (the module
+    # coref_pipeline.training.optim says each one's details)
+    optimiser: str = "torch"
     eval_frequency: int = 1000  # steps between dev evaluations
     report_frequency: int = 100  # steps between loss / speed reports on the progress bar
     patience: int | None = None  # evaluations without improvement before stopping; None = never
@@ -354,6 +359,7 @@ class TrainingConfig(Config):
             self.require(getattr(self, name) is None or getattr(self, name) >= 1, name, "at least 1 or null")
         for name in ("bert_learning_rate", "task_learning_rate", "adam_eps", "weight_decay", "gradient_clip"):
             self.require(getattr(self, name) >= 0, name, "0 or more")
+        self.require(self.optimiser in OPTIMISERS, "optimiser", f"one of {list(OPTIMISERS)}")
         budget = self.time_budget_minutes
         self.require(budget is None or budget > 0, "time_budget_minutes", "a positive number of minutes or null")
         object.__setattr__(self, "precision", str(self.precision))  # YAML's 32 is an int

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from coref_pipeline.models.layers import FFNN, Dropout, init_weights
+from coref_pipeline.models.lookups import LookupPart, LookupRows
 from coref_pipeline.models.spans import prune_spans, span_attention_explicit, span_attention_sums
 
 if TYPE_CHECKING:
@@ -117,11 +118,16 @@ class SpanScorer(nn.Module):
         self.mention_scores = FFNN(self.span_dim, config.ffnn_size, config.ffnn_depth, 1, config.dropout_rate)
         self.span_width_prior_embeddings = nn.Embedding(config.max_span_width, feature)
         self.width_scores = FFNN(feature, config.ffnn_size, config.ffnn_depth, 1, config.dropout_rate)
+        self.lookup_rows: LookupRows | None = None  # where the width lookups' gradient rows are counted, if anywhere
         _initialise(self)
 
     def width_features(self, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
-        """The (dropped-out) width embedding of each span: ``[spans, F]``."""
-        return self.dropout(self.span_width_embeddings(ends - starts))
+        """The (dropped-out) width embedding of each span: ``[spans, F]``; the lookup counted in
+        ``lookup_rows`` when it is set (``optimiser: original``)."""
+        widths = self.span_width_embeddings(ends - starts)  # [spans, F]
+        if self.lookup_rows is not None:
+            widths = self.lookup_rows.watch(widths, [(self.span_width_embeddings.weight, None)])
+        return self.dropout(widths)
 
     def score_candidates(
         self,
@@ -303,10 +309,12 @@ class PairScorer(nn.Module):
         genre: int,
         distance_buckets: torch.Tensor,
         segment_distance: torch.Tensor,
+        dropout: bool = True,
     ) -> torch.Tensor | None:
         """phi = [same speaker; genre; distance bucket; segment distance]: ``[k, c, features]``.
 
-        ``same_speaker`` None puts zeros in the speaker slot (entities have no speaker).
+        ``same_speaker`` None puts zeros in the speaker slot (entities have no speaker). ``dropout`` False: phi
+        before its dropout (a caller that applies it at each use, as the original does in each round).
         """
         k, c = distance_buckets.shape
         features = []
@@ -322,7 +330,25 @@ class PairScorer(nn.Module):
             features.append(self.segment_distance_embeddings(segment_distance))
         if not features:
             return None
-        return self.dropout(torch.cat(features, dim=2))  # [k, c, features]
+        features = torch.cat(features, dim=2)  # [k, c, features]
+        return self.dropout(features) if dropout else features
+
+    def feature_lookups(self) -> list[LookupPart]:
+        """phi's columns that the original looks up in each round of its fine scoring (``tf.gather`` of the
+        speaker, distance and segment-distance embeddings), with their embeddings; the genre's lookup is made
+        once, before the rounds, and counted with its dense gradient."""
+        config, feature = self.config, self.config.feature_size
+        parts: list[LookupPart] = []
+        first = 0
+        if config.use_metadata:
+            parts.append((self.same_speaker_emb.weight, slice(0, feature)))
+            first = 2 * feature  # the genre's columns follow the speaker's
+        if config.use_features:
+            parts.append((self.antecedent_distance_emb.weight, slice(first, first + feature)))
+            first += feature
+        if config.use_segment_distance:
+            parts.append((self.segment_distance_embeddings.weight, slice(first, first + feature)))
+        return parts
 
     def feature_table(self, speakers: bool) -> FeatureTable | None:
         """The embeddings ``features`` concatenates, stacked into one table (one concatenation, in the graph),

@@ -52,6 +52,14 @@ def experiment_names(path: str | Path) -> list[str]:
     return sorted(key for key in tree.keys() if hasattr(tree[key], "keys"))
 
 
+def experiment_entry(path: str | Path, name: str) -> dict[str, Any]:
+    """Every key of experiment ``name`` (``${best}`` inheritance resolved), as the original reads them."""
+    tree = _parse_with_placeholders(Path(path).read_text(encoding="utf-8"))
+    if name not in tree:
+        raise KeyError(f"{path} has no experiment {name!r}")
+    return {key: tree[name][key] for key in tree[name].keys()}
+
+
 def import_experiment(path: str | Path, name: str) -> tuple[dict[str, Any], list[str]]:
     """The preset for experiment ``name`` (``${best}`` inheritance resolved) and the keys left out."""
     tree = _parse_with_placeholders(Path(path).read_text(encoding="utf-8"))

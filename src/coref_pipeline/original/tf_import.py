@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import save_file
 
 from coref_pipeline.errors import UserError
 from coref_pipeline.files import atomic_directory, atomic_write_json
@@ -50,6 +52,9 @@ BERT_CONFIG_FILE = "bert_config.json"
 VOCAB_FILE = "vocab.txt"
 PROVENANCE_FILE = "imported_from.json"  # written beside the model: where it came from, what was skipped
 ENCODER_PREFIX = "bert/"
+# --optimizer-state: the original's optimiser slots by parameter name, and its step and schedule
+OPTIMISER_STATE_TENSORS = "original_optimiser.safetensors"
+OPTIMISER_STATE_FILE = "original_optimiser.json"
 # Optimiser state saved beside the weights: BERT's AdamWeightDecayOptimizer slots, tf.train.AdamOptimizer's
 # slots and accumulators (several Adam optimisers number theirs: beta1_power_1), the step counter.
 OPTIMISER_SLOTS = ("adam_m", "adam_v", "Adam", "Adam_1")
@@ -342,6 +347,7 @@ class ImportSummary:
     skipped: list[str] = field(default_factory=list)  # optimiser state
     skipped_bytes: int = 0
     initialised: list[str] = field(default_factory=list)  # parameters the switches leave unused (initial values)
+    optimiser_state: dict[str, Any] | None = None  # imported too (--optimizer-state): its step and schedule
 
     def describe(self) -> str:
         """One paragraph for the command line."""
@@ -351,6 +357,12 @@ class ImportSummary:
             f"from {self.checkpoint}; skipped {len(self.skipped)} optimiser variables "
             f"({_size(self.skipped_bytes)}: {', '.join(kinds) or 'none'})"
         )
+        if self.optimiser_state is not None:
+            state = self.optimiser_state
+            text += (
+                f"; its optimiser state imported too (global_step {state['global_step']} of "
+                f"{state['num_train_steps']}, warm-up {state['num_warmup_steps']} steps)"
+            )
         if self.initialised:
             text += (
                 f"; left at their initial values, unused by the experiment's switches: {', '.join(self.initialised)}"
@@ -476,18 +488,88 @@ def build_imported_model(
     return model, cased_tokenizer(vocabulary), summary
 
 
-def import_tf_checkpoint(directory: str | Path, out_dir: str | Path, experiment: str | None = None) -> ImportSummary:
+def read_optimiser_state(directory: str | Path, model: BaselineCorefModel, experiment: str) -> OptimiserState:
+    """The optimiser state of the original checkpoint in ``directory``, by the imported model's parameter names.
+
+    The encoder's ``AdamWeightDecayOptimizer`` slots (``adam_m``, ``adam_v``) and the task's ``AdamOptimizer``
+    slots (``Adam``, ``Adam_1``) become each parameter's ``exp_avg`` and ``exp_avg_sq`` (transposed as the
+    variable is); ``global_step`` is the step the original takes next; the task Adam's steps are read from its
+    ``beta1_power`` (``beta1^(steps + 1)``, checked against ``beta2_power``); the schedule's length is the
+    experiment's ``num_docs * num_epochs`` and its warm-up a tenth of it (``independent.py``). A variable without
+    slots (one the original never trained, such as BERT's pooler) starts from zeros and is named.
+    """
+    from coref_pipeline.original.hocon import experiment_entry
+
+    bundle = TensorBundle.open(directory)
+    where = str(bundle.prefix)
+    config_dir = Path(directory) if Path(directory).is_dir() else bundle.prefix.parent
+    entry = experiment_entry(config_dir / EXPERIMENTS_FILE, experiment)
+    for name in ("global_step", "beta1_power", "beta2_power"):
+        if name not in bundle:
+            raise TFImportError(f"{where}: no {name!r} variable: the checkpoint holds no optimiser state to import")
+    tensors: dict[str, torch.Tensor] = {}
+    without_slots = []
+    for mapping in variable_mappings(model.config, model.encoder.model.config.num_hidden_layers):
+        slots = ("adam_m", "adam_v") if mapping.tf_name.startswith(ENCODER_PREFIX) else ("Adam", "Adam_1")
+        if not all(f"{mapping.tf_name}/{slot}" in bundle for slot in slots):
+            without_slots.append(mapping.tf_name)
+            continue
+        for slot, key in zip(slots, ("exp_avg", "exp_avg_sq"), strict=True):
+            array = bundle.read(f"{mapping.tf_name}/{slot}")
+            tensors[f"{mapping.torch_name}.{key}"] = torch.from_numpy(
+                np.ascontiguousarray(array.T if mapping.transpose else array)
+            )
+    beta1_power, beta2_power = float(bundle.read("beta1_power")), float(bundle.read("beta2_power"))
+    steps = round(math.log(beta1_power) / math.log(0.9)) - 1
+    if steps < 0 or round(math.log(beta2_power) / math.log(0.999)) - 1 != steps:
+        raise TFImportError(
+            f"{where}: beta1_power {beta1_power} and beta2_power {beta2_power} are not one Adam's powers after the "
+            "same number of steps"
+        )
+    num_train_steps = int(entry["num_docs"]) * int(entry["num_epochs"])
+    return OptimiserState(
+        tensors,
+        {
+            "global_step": int(bundle.read("global_step")),
+            "task_adam_steps": steps,
+            "num_train_steps": num_train_steps,
+            "num_warmup_steps": int(0.1 * num_train_steps),
+            "experiment": experiment,
+            "without_slots": without_slots,
+        },
+    )
+
+
+@dataclass
+class OptimiserState:
+    """The original's optimiser state for an imported model: slots by parameter name, and the step it is at."""
+
+    tensors: dict[str, torch.Tensor]  # "<parameter>.exp_avg", "<parameter>.exp_avg_sq"
+    meta: dict[str, Any]  # global_step, task_adam_steps, num_train_steps, num_warmup_steps, experiment, ...
+
+
+def import_tf_checkpoint(
+    directory: str | Path, out_dir: str | Path, experiment: str | None = None, optimiser_state: bool = False
+) -> ImportSummary:
     """Write the original checkpoint in ``directory`` as a baseline model directory ``out_dir``.
 
     ``experiment``: the ``experiments.conf`` entry (default: the one named as the directory). ``out_dir``
     must be new, empty or a model directory (which is replaced); it is written whole or not at all.
+    ``optimiser_state``: also its optimiser's slots and step (:func:`read_optimiser_state`), beside the model
+    (``original_optimiser.safetensors`` and ``.json``): ``coref_train`` with ``init_from`` that directory and
+    ``optimiser: original`` continues from them.
     """
     out_dir = Path(out_dir)
     if out_dir.exists() and (not out_dir.is_dir() or (any(out_dir.iterdir()) and not (out_dir / CONFIG).is_file())):
         raise TFImportError(f"{out_dir}: exists and is not an empty directory or a model directory; choose a new one")
     model, tokenizer, summary = build_imported_model(directory, experiment, str(out_dir / TOKENIZER))
+    state = read_optimiser_state(directory, model, summary.experiment) if optimiser_state else None
     with atomic_directory(out_dir) as temporary:
         save_model_directory(temporary, model, "baseline", model.config.to_dict(), tokenizer)
+        if state is not None:
+            save_file(state.tensors, str(temporary / OPTIMISER_STATE_TENSORS))
+            atomic_write_json(state.meta, temporary / OPTIMISER_STATE_FILE)
+            summary.optimiser_state = state.meta
         atomic_write_json(
             {
                 "checkpoint": str(summary.checkpoint),

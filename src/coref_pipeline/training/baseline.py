@@ -21,7 +21,7 @@ from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.pretrained import load_pretrained, load_tokenizer
 from coref_pipeline.runtime.devices import resolve_device
 from coref_pipeline.serving.coref_model import CorefModel
-from coref_pipeline.training.checkpoints import tensors_fingerprint
+from coref_pipeline.training.checkpoints import has_original_optimiser, restore_original_optimiser, tensors_fingerprint
 from coref_pipeline.training.loop import (
     Recipe,
     Run,
@@ -85,16 +85,20 @@ def take_baseline(directory: str | Path, corpus: SegmentedCorpus, run: Run) -> C
     return taken
 
 
-def baseline_recipe(trained: CorefModel, training: TrainingConfig, start: str = "") -> Recipe:
-    """AdamW with warm-up and linear decay for the encoder, Adam with linear decay for the task;
-    each training document cropped to ``max_training_sentences`` segments (the original's).
-    ``start`` identifies trained weights the run starts from (``init_from``)."""
+def baseline_recipe(
+    trained: CorefModel, training: TrainingConfig, start: str = "", continue_from: str | Path | None = None
+) -> Recipe:
+    """The encoder's and the task's optimisers of ``training.optimiser`` (``training.optim``), each training
+    document cropped to ``max_training_sentences`` segments (the original's). ``start`` identifies trained
+    weights the run starts from (``init_from``); ``continue_from``, a model directory holding the original's
+    optimiser state, which the run continues (``optimiser: original``)."""
     model: BaselineCorefModel = trained.model
     return Recipe(
         losses=model.training_losses,
         optimisers=partial(model_optimisers, model, training),  # given the total steps; picklable
         prepare=cropping(model.config.max_training_sentences),
         start=start,
+        continue_from=None if continue_from is None else partial(restore_original_optimiser, continue_from, model),
     )
 
 
@@ -126,9 +130,21 @@ def train_baseline(
         config, training = decide_for_run(config, training)
     with run.holding_work_dir():  # a second run on this work directory is refused before anything loads
         seed_everything(training.seed)
+        continue_from = None
         if init_from is None:
             trained, start = build_baseline(config), ""
         else:
             trained = baseline_from(init_from, config)
             start = tensors_fingerprint(trained.model.state_dict())
-        return fit_on_corpus(trained, baseline_recipe(trained, training, start), corpus, training, run)
+            if has_original_optimiser(init_from):
+                if training.optimiser == "original":
+                    continue_from = init_from
+                else:
+                    logger.info(
+                        "%s holds the original's optimiser state, which optimiser: %s does not continue: "
+                        "fresh optimisers (optimiser: original continues it)",
+                        init_from,
+                        training.optimiser,
+                    )
+        recipe = baseline_recipe(trained, training, start, continue_from)
+        return fit_on_corpus(trained, recipe, corpus, training, run)

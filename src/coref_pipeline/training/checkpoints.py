@@ -291,3 +291,42 @@ def prepare_work_dir(
         logger.warning("%s: starting a fresh run from step 0: %s", work_dir, reason)
         clear_directory(work_dir)
     atomic_write_text(marker, fingerprint + "\n")
+
+
+def has_original_optimiser(directory: str | Path) -> bool:
+    """Whether a model directory holds the original's optimiser state (``import-tf-checkpoint --optimizer-state``)."""
+    from coref_pipeline.original.tf_import import OPTIMISER_STATE_FILE, OPTIMISER_STATE_TENSORS
+
+    return (Path(directory) / OPTIMISER_STATE_FILE).is_file() and (Path(directory) / OPTIMISER_STATE_TENSORS).is_file()
+
+
+def restore_original_optimiser(directory: str | Path, model: nn.Module, optimisers: Optimisers) -> TrainState:
+    """The original's optimiser state in model ``directory`` (``import-tf-checkpoint --optimizer-state``) in
+    ``optimisers`` (``optimiser: original``, built for ``model``), and the state a run continuing it starts from:
+    at the checkpoint's ``global_step``, its schedule the original's (``num_docs * num_epochs`` steps), so that
+    the next step is the one the original would take."""
+    from coref_pipeline.original.tf_import import OPTIMISER_STATE_FILE, OPTIMISER_STATE_TENSORS
+
+    directory = Path(directory)
+    meta = json.loads((directory / OPTIMISER_STATE_FILE).read_text(encoding="utf-8"))
+    tensors = load_file(str(directory / OPTIMISER_STATE_TENSORS))
+    global_step, task_steps = int(meta["global_step"]), int(meta["task_adam_steps"])
+    names = {parameter: name for name, parameter in model.named_parameters()}
+    for optimiser, steps in ((optimisers.encoder, global_step), (optimisers.task, task_steps)):
+        if optimiser is None:
+            continue
+        for group in optimiser.param_groups:
+            for parameter in group["params"]:
+                name = names[parameter]
+                if f"{name}.exp_avg" not in tensors:
+                    continue  # no slots there: it starts from zeros, as the original's own would
+                optimiser.state[parameter] = {
+                    "step": torch.tensor(float(steps)),
+                    "exp_avg": tensors[f"{name}.exp_avg"].to(parameter.device, torch.float32),
+                    "exp_avg_sq": tensors[f"{name}.exp_avg_sq"].to(parameter.device, torch.float32),
+                }
+    for schedule in (optimisers.encoder_schedule, optimisers.task_schedule):
+        if schedule is not None:
+            schedule.last_epoch = global_step
+    optimisers.follow_plan()
+    return TrainState(global_step=global_step, planned_steps=int(meta["num_train_steps"]))

@@ -184,6 +184,11 @@ class Engine:
         if scaler is not None:
             scaler.unscale_(optimiser)
 
+    def loss_scale(self) -> float:
+        """The fp16 loss scaler's current scale (1 without one): what backward multiplied the gradients by."""
+        scaler = getattr(self.fabric.strategy.precision, "scaler", None)
+        return float(scaler.get_scale()) if scaler is not None else 1.0
+
     def optimiser_step(self, optimiser: torch.optim.Optimizer) -> None:
         """Step (fp16: skipped when the scaled gradients overflowed, and the scale adjusted)."""
         self.fabric.strategy.precision.optimizer_step(optimiser)

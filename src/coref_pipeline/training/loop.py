@@ -261,6 +261,7 @@ def train_loop(
     report: Callable[[], dict[str, float]] | None = None,
     description: str = "train",
     clip_each_loss: bool = False,
+    start: Callable[[Optimisers], TrainState] | None = None,
 ) -> TrainState:
     """Train one document per step and rank, resuming from the work directory's latest checkpoint.
 
@@ -275,7 +276,9 @@ def train_loop(
     each rank's own that checkpoints keep (``None``: as it is).
     ``evaluate`` scores on dev (with ``selection.key``, higher is better) and ``save_best`` keeps
     the model when it is the best so far: both on rank 0, as the checkpoints and
-    the callbacks; the other ranks wait and take its decisions. With ``eval_on_start`` the starting
+    the callbacks; the other ranks wait and take its decisions. ``start`` (without a checkpoint in ``work_dir``)
+    puts a state to continue in the optimisers and gives the run's first state (the original's optimiser state
+    of an imported model: its step and schedule). With ``eval_on_start`` the starting
     weights are scored (and may be kept as the best) before the first step. ``report`` gives running
     statistics every ``report_frequency`` steps (shown on the progress bar and given to the callbacks).
     """
@@ -298,6 +301,8 @@ def train_loop(
             state.position,
             state.global_step,
         )
+    elif start is not None:
+        state = start(optimisers)
     if state.finished:
         logger.info("Training already finished at step %d (best dev CoNLL F1 %.2f)", state.global_step, state.best_f1)
         return state
@@ -305,7 +310,15 @@ def train_loop(
     plan = plan or StepPlan(at_most, config.warmup_ratio)
     if state.planned_steps:
         plan.total_steps = state.planned_steps  # a resumed run keeps its plan
+        optimisers.follow_plan()
     state.planned_steps = plan.total_steps
+    if checkpoint is None and start is not None:
+        logger.info(
+            "Continuing the original's optimiser state at step %d of %d: learning rates %s",
+            state.global_step,
+            plan.total_steps,
+            ", ".join(f"{name} {rate:.6g}" for name, rate in optimisers.learning_rates().items()),
+        )
 
     def write_checkpoint() -> None:
         rng_states = engine.rng_states([crop_generator])  # every rank's, gathered
@@ -397,7 +410,10 @@ def train_loop(
                     if progress.total != plan.total_steps:
                         progress.total = plan.total_steps
                         progress.refresh()
-                reached_max = state.global_step >= plan.total_steps
+                # max_steps also stops a run whose schedule is longer (one continuing the original's)
+                reached_max = state.global_step >= plan.total_steps or state.global_step >= (
+                    config.max_steps or plan.total_steps
+                )
                 if reached_max and config.time_budget_minutes is not None and plan.total_steps < at_most:
                     logger.info(
                         "Time budget of %.1f minutes: the schedule ends at step %d",
@@ -440,6 +456,9 @@ class Recipe:
     # Clip every parameter's gradients, accumulated so far, after each loss's backward (Xia et al.'s 2020 trainer,
     # ``clip_every_segment``), besides the clip before the step.
     clip_each_loss: bool = False
+    # Puts an optimiser state to continue in the optimisers and gives the run's first state (an imported model's
+    # original optimiser state); None: fresh optimisers at step 0.
+    continue_from: Callable[[Optimisers], TrainState] | None = None
 
 
 @dataclass
@@ -610,6 +629,7 @@ def _train_on_rank(engine: Engine, job: _RankJob) -> dict[str, Any]:
         run.clock,
         description=run.description,
         clip_each_loss=recipe.clip_each_loss,
+        start=recipe.continue_from,
     )
     engine.barrier()
     return asdict(state)

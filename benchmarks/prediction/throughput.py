@@ -1,0 +1,189 @@
+"""Prediction throughput on a CPU, as a user repeats it: documents/s and subtokens/s for each precision and option.
+
+Run: python benchmarks/prediction/throughput.py [--model DIR] [--configurations 32 auto int8] [--ontonotes 30]
+     [--rounds 2] [--threads N] [--work-dir DIR]
+
+1. Two document sets, written as Joshi-format jsonlines with the model's own tokenizer and segment length:
+   LitBank test (10 documents of about 2,000 words, ``../shared/corpora/litbank``) and ``--ontonotes``
+   OntoNotes-shaped documents (``benchmarks/common.ontonotes_shaped_documents``: OntoNotes test's length
+   distribution, cut from the shipped corpora's text).
+2. Each configuration runs as a new process, in turn, ``--rounds`` times (alternating, so that a slower spell of
+   the host falls on every configuration), on each set:
+   - ``32`` and ``auto``: ``coref-pipeline predict --model DIR IN OUT --precision P``, the whole command timed
+     (the process's start and the model's load included), as a user runs it (``auto``: bf16-mixed where the CPU
+     computes bf16 natively, AVX512_BF16 or AMX, else fp32);
+   - ``int8``: the same work in a process of this program, with the encoder's linear layers quantized to int8
+     (PyTorch's dynamic quantization, ``torch.ao.quantization.quantize_dynamic``) after the model's load: a
+     measurement of the option before it is one.
+3. For each: the median documents/s and subtokens/s, the peak resident memory of the process, and the CoNLL F1
+   of its LitBank test output (one-mention clusters removed from key and response, as the LitBank benchmarks).
+4. The host: ``lscpu``'s model name and the flags that matter (avx2, avx512f, avx512_bf16, amx_bf16, amx_int8,
+   avx512_vnni / avx_vnni), the cores, the torch version and its threads.
+
+Figures go to stdout and to ``WORK_DIR/results.json``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import time
+
+from benchmarks.common import LITBANK, ROOT, host, ontonotes_shaped_documents, require_litbank, test_f1
+
+WORK = ROOT / "data" / "benchmarks" / "throughput"
+CONFIGURATIONS = ("32", "auto", "int8")
+CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_int8", "avx512_vnni", "avx_vnni")
+
+
+def cpu_flags() -> list[str]:
+    """The instruction sets that decide what runs natively (from /proc/cpuinfo, Linux)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return []
+    flags = next((line.split(":", 1)[1].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return [flag for flag in CPU_FLAGS if flag in flags]
+
+
+def subtokens(path: Path) -> int:
+    """The subtokens of a jsonlines file's documents (the encoder's input, [CLS] and [SEP] included)."""
+    with path.open() as lines:
+        return sum(len(token) for line in lines for token in [sum(json.loads(line)["sentences"], [])])
+
+
+def write_sets(model: Path, work: Path, ontonotes: int) -> dict[str, Path]:
+    """LitBank test and the OntoNotes-shaped documents as jsonlines, segmented for ``model``."""
+    from coref_pipeline.models.directory import segments_read_by
+    from coref_pipeline.serving.coref_model import CorefModel, as_split_text
+
+    tokenizer, length = segments_read_by(model)
+    work.mkdir(parents=True, exist_ok=True)
+    sets = {"litbank_test": work / "litbank_test.jsonlines", "ontonotes_shaped": work / "ontonotes_shaped.jsonlines"}
+    command = [sys.executable, "-m", "coref_pipeline", "minimize", "--tokenizer", tokenizer, "--seg-len", str(length)]
+    subprocess.run([*command, str(LITBANK / "test.conll"), str(sets["litbank_test"])], check=True, capture_output=True)
+    trained = CorefModel.load(model)
+    with sets["ontonotes_shaped"].open("w") as out:
+        for item in ontonotes_shaped_documents("test", limit=ontonotes):
+            split = as_split_text(item["sentences"])
+            document = trained.jsonlines_document(split, None, item["doc_key"][:2], item["doc_key"][3:])
+            out.write(json.dumps(document) + "\n")
+    return sets
+
+
+def run_configuration(configuration: str, model: Path, source: Path, output: Path, threads: int | None) -> dict:
+    """One configuration on one set, in a new process: its wall seconds and peak resident memory (MB)."""
+    environment = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+    if configuration == "int8":
+        command = [sys.executable, __file__, "--child-int8", str(model), str(source), str(output)]
+    else:
+        command = [sys.executable, "-m", "coref_pipeline", "predict", "--model", str(model)]
+        command += ["--precision", configuration, str(source), str(output)]
+    errors = output.with_suffix(".stderr")
+    started = time.perf_counter()
+    with errors.open("w") as stderr:
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, env=environment)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak resident memory
+    seconds = time.perf_counter() - started
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        last = (errors.read_text().strip().splitlines() or ["(no message)"])[-1]
+        sys.exit(f"{configuration} on {source.name} failed (exit {code}): {last}")
+    return {"seconds": seconds, "peak_memory_mb": usage.ru_maxrss / 1024}
+
+
+def child_int8(model: Path, source: Path, output: Path) -> None:
+    """``predict``'s work with the encoder's linear layers dynamically quantized to int8 (fp32 elsewhere)."""
+    import torch
+
+    from coref_pipeline.files import read_jsonlines
+    from coref_pipeline.serving.coref_model import CorefModel
+
+    torch.backends.quantized.engine = "x86" if "x86" in torch.backends.quantized.supported_engines else "fbgemm"
+    trained = CorefModel.load(model, precision="32")
+    trained.model.encoder = torch.ao.quantization.quantize_dynamic(
+        trained.model.encoder, {torch.nn.Linear}, dtype=torch.qint8
+    )
+    documents = read_jsonlines(source)
+    predictions = trained.predict_documents(documents, progress=False)
+    with output.open("w") as out:
+        for prediction in predictions:
+            out.write(json.dumps(prediction) + "\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--model", type=Path, default=ROOT / "data" / "06_models" / "baseline")
+    parser.add_argument("--configurations", nargs="+", default=list(CONFIGURATIONS), choices=CONFIGURATIONS)
+    parser.add_argument("--ontonotes", type=int, default=30, help="OntoNotes-shaped documents")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS of each process (default: torch's)")
+    parser.add_argument("--work-dir", type=Path, default=WORK)
+    parser.add_argument("--child-int8", nargs=3, type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child_int8:
+        child_int8(*args.child_int8)
+        return
+    require_litbank()
+    sets = write_sets(args.model, args.work_dir, args.ontonotes)
+    sizes = {name: (sum(1 for _ in path.open()), subtokens(path)) for name, path in sets.items()}
+    results: dict = {
+        "host": host(),
+        "cpu_flags": cpu_flags(),
+        "cores": os.cpu_count(),
+        "model": str(args.model),
+        "sets": {name: {"documents": d, "subtokens": s} for name, (d, s) in sizes.items()},
+        "rounds": [],
+    }
+    for _ in range(args.rounds):
+        round_ = {}
+        for configuration in args.configurations:
+            for name, path in sets.items():
+                output = args.work_dir / f"{configuration}.{name}.jsonl"
+                round_[f"{configuration} {name}"] = run_configuration(
+                    configuration, args.model, path, output, args.threads
+                )
+        results["rounds"].append(round_)
+    table = {}
+    for configuration in args.configurations:
+        for name in sets:
+            key = f"{configuration} {name}"
+            seconds = statistics.median(r[key]["seconds"] for r in results["rounds"])
+            documents, count = sizes[name]
+            table[key] = {
+                "seconds": seconds,
+                "documents_per_second": documents / seconds,
+                "subtokens_per_second": count / seconds,
+                "peak_memory_mb": max(r[key]["peak_memory_mb"] for r in results["rounds"]),
+            }
+        output = args.work_dir / f"{configuration}.litbank_test.jsonl"
+        table[f"{configuration} litbank_test"]["test_conll_f1"] = test_f1(output)
+    results["table"] = table
+    reference = args.configurations[0]
+    print(f"host: {results['host']}; flags: {' '.join(results['cpu_flags'])}; {results['cores']} cores")
+    print(
+        f"{'configuration':16} {'set':18} {'docs/s':>8} {'subtok/s':>9} {'x ' + reference:>7} {'peak MB':>8} {'F1':>6}"
+    )
+    for key, row in table.items():
+        configuration, name = key.split(" ", 1)
+        ratio = row["documents_per_second"] / table[f"{reference} {name}"]["documents_per_second"]
+        f1 = f"{row['test_conll_f1']:6.2f}" if "test_conll_f1" in row else ""
+        print(
+            f"{configuration:16} {name:18} {row['documents_per_second']:8.3f} "
+            f"{row['subtokens_per_second']:9.0f} {ratio:7.2f} {row['peak_memory_mb']:8.0f} {f1}"
+        )
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    (args.work_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(f"written {args.work_dir / 'results.json'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -17,7 +17,8 @@ root-scope ``antecedent_distance_emb`` and its unscoped projection ``output_weig
 higher-order gate ``coref_layer/f``.
 
 Optimiser state (the encoder's ``adam_m`` / ``adam_v``, the task's ``Adam`` / ``Adam_1`` slots,
-``beta1_power``, ``beta2_power``, ``global_step``) is skipped and counted. Anything else the
+``beta1_power``, ``beta2_power``, ``global_step``) is skipped and counted, or, with ``optimiser_state``,
+written beside the model by parameter name (:func:`read_optimiser_state`). Anything else the
 configuration does not explain, a variable it needs and the checkpoint lacks, or a shape that
 contradicts it is a :class:`TFImportError` naming the variable; nothing is written then.
 """

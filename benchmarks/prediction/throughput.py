@@ -1,7 +1,7 @@
 """Prediction throughput on a CPU, as a user repeats it: documents/s and subtokens/s for each precision and option.
 
 Run: python benchmarks/prediction/throughput.py [--model DIR] [--configurations 32 auto int8] [--ontonotes 30]
-     [--rounds 2] [--threads N] [--work-dir DIR]
+     [--rounds 2] [--threads N] [--previous SRC] [--incremental DIR] [--phases] [--work-dir DIR]
 
 1. Two document sets, written as Joshi-format jsonlines with the model's own tokenizer and segment length:
    LitBank test (10 documents of about 2,000 words, ``../shared/corpora/litbank``) and ``--ontonotes``
@@ -14,10 +14,16 @@ Run: python benchmarks/prediction/throughput.py [--model DIR] [--configurations 
      computes bf16 natively, AVX512_BF16 or AMX, else fp32);
    - ``int8``: the same work in a process of this program, with the encoder's linear layers quantized to int8
      (PyTorch's dynamic quantization, ``torch.ao.quantization.quantize_dynamic``) after the model's load: a
-     measurement of the option before it is one.
+     measurement of the option before it is one;
+   - with ``--previous SRC`` (the ``src`` folder of an earlier checkout, e.g. ``git worktree add ../previous
+     HEAD~1``): ``previous 32`` and ``previous auto``, that version's ``predict`` on the same model, side by side;
+   - with ``--incremental DIR``: ``incremental 32`` and ``incremental auto`` (and ``previous incremental auto``).
 3. For each: the median documents/s and subtokens/s, the peak resident memory of the process, and the CoNLL F1
    of its LitBank test output (one-mention clusters removed from key and response, as the LitBank benchmarks).
-4. The host: ``lscpu``'s model name and the flags that matter (avx2, avx512f, avx512_bf16, amx_bf16, amx_int8,
+4. With ``--phases``: for each configuration (int8 aside) and set, one more process that says where its time
+   goes: importing the library, loading the model, predicting (and the encoder's forward passes within it),
+   and the rest of the wall time (the interpreter's start and exit).
+5. The host: ``lscpu``'s model name and the flags that matter (avx2, avx512f, avx512_bf16, amx_bf16, amx_int8,
    avx512_vnni / avx_vnni), the cores, the torch version and its threads.
 
 Figures go to stdout and to ``WORK_DIR/results.json``.
@@ -36,6 +42,7 @@ import os
 import statistics
 import subprocess
 import time
+from dataclasses import dataclass
 
 from benchmarks.common import LITBANK, ROOT, host, ontonotes_shaped_documents, require_litbank, test_f1
 
@@ -79,9 +86,35 @@ def write_sets(model: Path, work: Path, ontonotes: int) -> dict[str, Path]:
     return sets
 
 
-def run_configuration(configuration: str, model: Path, source: Path, output: Path, threads: int | None) -> dict:
+@dataclass(frozen=True)
+class Run:
+    """A configuration as run: its label, the model, the precision (or ``int8``) and the source tree that runs it
+    (None: this checkout's; else a ``src`` folder put first on ``PYTHONPATH``: the previous version's)."""
+
+    label: str
+    model: Path
+    configuration: str
+    source_tree: Path | None = None
+
+
+def runs_of(args: argparse.Namespace) -> list[Run]:
+    """Every configuration of this invocation, the reference (the first) first."""
+    runs = [Run(configuration, args.model, configuration) for configuration in args.configurations]
+    if args.previous:
+        runs += [Run(f"previous {c}", args.model, c, args.previous) for c in ("32", "auto")]
+    if args.incremental:
+        runs += [Run(f"incremental {c}", args.incremental, c) for c in ("32", "auto")]
+        if args.previous:
+            runs += [Run("previous incremental auto", args.incremental, "auto", args.previous)]
+    return runs
+
+
+def run_configuration(run: Run, source: Path, output: Path, threads: int | None) -> dict:
     """One configuration on one set, in a new process: its wall seconds and peak resident memory (MB)."""
+    configuration, model = run.configuration, run.model
     environment = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+    if run.source_tree is not None:
+        environment["PYTHONPATH"] = os.pathsep.join([str(run.source_tree), environment.get("PYTHONPATH", "")])
     if configuration == "int8":
         command = [sys.executable, __file__, "--child-int8", str(model), str(source), str(output)]
     else:
@@ -96,7 +129,7 @@ def run_configuration(configuration: str, model: Path, source: Path, output: Pat
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         last = (errors.read_text().strip().splitlines() or ["(no message)"])[-1]
-        sys.exit(f"{configuration} on {source.name} failed (exit {code}): {last}")
+        sys.exit(f"{run.label} on {source.name} failed (exit {code}): {last}")
     return {"seconds": seconds, "peak_memory_mb": usage.ru_maxrss / 1024}
 
 
@@ -119,6 +152,66 @@ def child_int8(model: Path, source: Path, output: Path) -> None:
             out.write(json.dumps(prediction) + "\n")
 
 
+def child_phases(model: Path, precision: str, source: Path) -> None:
+    """Where one ``predict``'s time goes, in one new process (printed as JSON): importing the library, loading the
+    model, then predicting every document, of which the encoder's own forward passes (the rest: the task's
+    scorers and the host work around them)."""
+    from coref_pipeline.files import read_jsonlines
+    from coref_pipeline.serving.coref_model import CorefModel
+
+    imported = since_process_start()  # the interpreter's start and the library's imports (torch, transformers)
+    begun = time.perf_counter()
+    trained = CorefModel.load(model, precision=precision)
+    loading = time.perf_counter() - begun
+    encoder, encoding = trained.model.encoder, [0.0]
+    forward = encoder.forward
+
+    def timed_forward(*args, **kwargs):
+        begun = time.perf_counter()
+        output = forward(*args, **kwargs)
+        encoding[0] += time.perf_counter() - begun
+        return output
+
+    encoder.forward = timed_forward
+    documents = read_jsonlines(source)
+    begun = time.perf_counter()
+    for _ in trained.predict_documents(documents, progress=False):
+        pass
+    predicting = time.perf_counter() - begun
+    phases = {"import": imported, "load": loading, "predict": predicting}
+    print(json.dumps({**phases, "encoder": encoding[0], "precision": trained.precision}))
+
+
+def since_process_start() -> float:
+    """Seconds since this process started (Linux: ``/proc``; 0 elsewhere)."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except OSError:
+        return 0.0
+    return uptime - int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: the start, in clock ticks after boot
+
+
+def phases_of(run: Run, source: Path, threads: int | None) -> dict:
+    """``child_phases`` of a run on a set, with the process's whole wall time (``import``: from the process's
+    start to the library imported; ``rest``: its exit, and what the phases do not cover)."""
+    environment = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
+    if run.source_tree is not None:
+        environment["PYTHONPATH"] = os.pathsep.join([str(run.source_tree), environment.get("PYTHONPATH", "")])
+    precision = "32" if run.configuration == "int8" else run.configuration
+    command = [sys.executable, __file__, "--child-phases", str(run.model), precision, str(source)]
+    started = time.perf_counter()
+    child = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - started
+    if child.returncode != 0:
+        last = (child.stderr.strip().splitlines() or ["(no message)"])[-1]
+        sys.exit(f"{run.label} phases on {source.name} failed: {last}")
+    phases = json.loads(child.stdout.strip().splitlines()[-1])
+    phases["wall"] = wall
+    phases["rest"] = wall - phases["import"] - phases["load"] - phases["predict"]
+    return phases
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", type=Path, default=ROOT / "data" / "06_models" / "baseline")
@@ -126,11 +219,29 @@ def main() -> None:
     parser.add_argument("--ontonotes", type=int, default=30, help="OntoNotes-shaped documents")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS of each process (default: torch's)")
+    parser.add_argument(
+        "--previous",
+        type=Path,
+        help="the src folder of an earlier version (e.g. of `git worktree add ../previous HEAD~1`): its predict "
+        "runs beside this one's, `32` and `auto`, on the same model",
+    )
+    parser.add_argument("--incremental", type=Path, help="an incremental model directory: its predict too, 32 and auto")
     parser.add_argument("--work-dir", type=Path, default=WORK)
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="also, per model, precision and set: where one process's time goes (import, load, predict and the "
+        "encoder's share of it, the interpreter's start and exit)",
+    )
     parser.add_argument("--child-int8", nargs=3, type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--child-phases", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_int8:
         child_int8(*args.child_int8)
+        return
+    if args.child_phases:
+        model, precision, source = args.child_phases
+        child_phases(Path(model), precision, Path(source))
         return
     require_litbank()
     sets = write_sets(args.model, args.work_dir, args.ontonotes)
@@ -143,19 +254,21 @@ def main() -> None:
         "sets": {name: {"documents": d, "subtokens": s} for name, (d, s) in sizes.items()},
         "rounds": [],
     }
+    runs = runs_of(args)
+    if args.previous and not (args.previous / "coref_pipeline").is_dir():
+        sys.exit(f"--previous {args.previous}: no coref_pipeline package in it (give a checkout's src folder)")
+    results["runs"] = [{"label": run.label, "model": str(run.model), "source": str(run.source_tree)} for run in runs]
     for _ in range(args.rounds):
         round_ = {}
-        for configuration in args.configurations:
+        for run in runs:
             for name, path in sets.items():
-                output = args.work_dir / f"{configuration}.{name}.jsonl"
-                round_[f"{configuration} {name}"] = run_configuration(
-                    configuration, args.model, path, output, args.threads
-                )
+                output = args.work_dir / f"{run.label.replace(' ', '-')}.{name}.jsonl"
+                round_[f"{run.label}|{name}"] = run_configuration(run, path, output, args.threads)
         results["rounds"].append(round_)
     table = {}
-    for configuration in args.configurations:
+    for run in runs if results["rounds"] else []:
         for name in sets:
-            key = f"{configuration} {name}"
+            key = f"{run.label}|{name}"
             seconds = statistics.median(r[key]["seconds"] for r in results["rounds"])
             documents, count = sizes[name]
             table[key] = {
@@ -164,22 +277,38 @@ def main() -> None:
                 "subtokens_per_second": count / seconds,
                 "peak_memory_mb": max(r[key]["peak_memory_mb"] for r in results["rounds"]),
             }
-        output = args.work_dir / f"{configuration}.litbank_test.jsonl"
-        table[f"{configuration} litbank_test"]["test_conll_f1"] = test_f1(output)
+        output = args.work_dir / f"{run.label.replace(' ', '-')}.litbank_test.jsonl"
+        table[f"{run.label}|litbank_test"]["test_conll_f1"] = test_f1(output)
     results["table"] = table
-    reference = args.configurations[0]
+    reference = runs[0].label
     print(f"host: {results['host']}; flags: {' '.join(results['cpu_flags'])}; {results['cores']} cores")
     print(
-        f"{'configuration':16} {'set':18} {'docs/s':>8} {'subtok/s':>9} {'x ' + reference:>7} {'peak MB':>8} {'F1':>6}"
+        f"{'configuration':26} {'set':18} {'docs/s':>8} {'subtok/s':>9} {'x ' + reference:>7} {'peak MB':>8} {'F1':>6}"
     )
     for key, row in table.items():
-        configuration, name = key.split(" ", 1)
-        ratio = row["documents_per_second"] / table[f"{reference} {name}"]["documents_per_second"]
+        label, name = key.split("|", 1)
+        ratio = row["documents_per_second"] / table[f"{reference}|{name}"]["documents_per_second"]
         f1 = f"{row['test_conll_f1']:6.2f}" if "test_conll_f1" in row else ""
         print(
-            f"{configuration:16} {name:18} {row['documents_per_second']:8.3f} "
+            f"{label:26} {name:18} {row['documents_per_second']:8.3f} "
             f"{row['subtokens_per_second']:9.0f} {ratio:7.2f} {row['peak_memory_mb']:8.0f} {f1}"
         )
+    if args.phases:
+        results["phases"] = {}
+        print(
+            f"{'phases (seconds)':26} {'set':18} {'import':>7} {'load':>6} {'predict':>8} {'encoder':>8} "
+            f"{'rest':>6} {'wall':>6} {'predict/encoder':>16}"
+        )
+        for run in runs:
+            if run.configuration == "int8":
+                continue
+            for name, path in sets.items():
+                row = phases_of(run, path, args.threads)
+                results["phases"][f"{run.label}|{name}"] = row
+                print(
+                    f"{run.label:26} {name:18} {row['import']:7.2f} {row['load']:6.2f} {row['predict']:8.2f} "
+                    f"{row['encoder']:8.2f} {row['rest']:6.2f} {row['wall']:6.2f} {row['predict'] / row['encoder']:16.2f}"
+                )
     args.work_dir.mkdir(parents=True, exist_ok=True)
     (args.work_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     print(f"written {args.work_dir / 'results.json'}")

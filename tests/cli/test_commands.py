@@ -202,9 +202,17 @@ def test_predict_writes_clusters_and_a_conll_response(tmp_path, tiny_tokenizer_d
     assert "predicted_clusters" in predicted and predicted["doc_key"] == "bc/tiny/00/tiny_0000_0"
     [document] = read_conll(response, min_columns=1)
     assert document.doc_key == "bc/tiny/00/tiny_0000_0" and len(document.words) == 10
+    assert run([*argv, "--precision", "32"]) == 0
+    record = json.loads((tmp_path / "out.prediction.json").read_text())
+    assert record["precision"] == "32" and record["computation"] == "fp32 on cpu"
+    assert record["model_type"] == "baseline" and record["documents"] == 1
+    exact = output.read_bytes()
+    assert run([*argv, "--precision", "32"]) == 0 and output.read_bytes() == exact
     assert run([*argv, "--precision", "bf16-mixed"]) == 0
     [in_bf16] = read_jsonlines(output)
     assert in_bf16["doc_key"] == predicted["doc_key"] and "predicted_clusters" in in_bf16
+    record = json.loads((tmp_path / "out.prediction.json").read_text())
+    assert record["precision"] == "bf16-mixed" and "the encoder in bf16" in record["computation"]
 
 
 @pytest.fixture

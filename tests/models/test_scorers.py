@@ -228,3 +228,19 @@ def test_only_the_softmax_shifts_have_a_zero_exact_gradient_and_their_values_cha
     loss_rounding = 1e4 * torch.finfo(torch.float64).eps
     assert shifted(zero) == pytest.approx(losses, rel=loss_rounding)
     assert shifted(["span_scorer.mention_scores.output.bias"]) != pytest.approx(losses, rel=1e-3)
+
+
+@pytest.mark.parametrize("model_heads", [True, False])
+def test_candidate_scores_without_a_graph_add_in_place_to_the_same_bits(model_heads):
+    # Without autograd the width and head parts accumulate onto the first layer in place; the scores are those of
+    # the out-of-place sums a graph needs, bit for bit (what `predict --precision 32` computed before).
+    torch.manual_seed(0)
+    scorer = BaselineCorefModel(tiny_config(model_heads=model_heads), tiny_encoder(seed=1)).span_scorer.eval()
+    starts, ends = candidate_spans(torch.zeros(40, dtype=torch.long), 5)
+    hidden = torch.randn(40, 32)
+    widths = scorer.width_features(starts, ends)
+    with torch.no_grad():
+        in_place = scorer.score_candidates(hidden, starts, ends, widths)
+    with torch.enable_grad():
+        graph = scorer.score_candidates(hidden.requires_grad_(), starts, ends, widths)
+    assert graph.requires_grad and torch.equal(in_place, graph.detach())

@@ -13,6 +13,7 @@ import transformers.configuration_utils
 from coref_pipeline.errors import OutputError
 from coref_pipeline.models import serialization
 from coref_pipeline.models.baseline import BaselineCorefModel
+from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.serving.coref_model import CorefModel
 from tests.models.tiny import tiny_config, tiny_encoder, tiny_hf_tokenizer
 
@@ -90,3 +91,37 @@ def test_a_refusal_of_the_operating_system_while_saving_weights_is_one_output_er
         == f"cannot write {tmp_path / 'model.safetensors'}: a directory is in the way (a file is expected there)"
     )
     assert not (tmp_path / "model.safetensors").exists()
+
+
+def test_a_model_built_for_its_weights_is_the_model_built_then_loaded():
+    # Built on the meta device, its position and token type ids filled by the HF model's own initialisation, the
+    # weights copied in: every parameter and buffer as a random build followed by load_state_dict.
+    config = tiny_config()
+    trained = BaselineCorefModel(config, tiny_encoder(seed=4))
+    state = trained.state_dict()
+    encoder_config = trained.encoder.model.config
+    built = serialization.build_with_weights(
+        lambda: BaselineCorefModel(config, SegmentEncoder.from_config(encoder_config)), state
+    )
+    plain = BaselineCorefModel(config, SegmentEncoder.from_config(encoder_config))
+    plain.load_state_dict(state)
+    expected = {**dict(plain.named_parameters()), **dict(plain.named_buffers())}
+    found = {**dict(built.named_parameters()), **dict(built.named_buffers())}
+    assert found.keys() == expected.keys() and "encoder.model.embeddings.position_ids" in found
+    for name, tensor in expected.items():
+        assert found[name].device.type == "cpu" and found[name].dtype == tensor.dtype
+        assert torch.equal(found[name], tensor), name
+        assert found[name].requires_grad == tensor.requires_grad, name
+
+
+def test_a_buffer_outside_an_hf_model_is_built_as_the_module_builds_it():
+    # No HF initialisation knows it: the module is built (and initialised) as usual, then loaded.
+    class WithSteps(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear = torch.nn.Linear(3, 2)
+            self.register_buffer("steps", torch.arange(4), persistent=False)
+
+    weights = WithSteps().state_dict()
+    built = serialization.build_with_weights(WithSteps, weights)
+    assert torch.equal(built.steps, torch.arange(4)) and torch.equal(built.linear.weight, weights["linear.weight"])

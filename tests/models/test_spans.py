@@ -164,3 +164,18 @@ def test_pruning_with_crossing_keeps_the_k_best_sorted_crossing_or_not():
     kept = prune_spans(scores, starts, ends, 3, kept_spans, crossing=True)
     assert kept.tolist() == [0, 1, 2] and kept_spans == [(0, 1), (1, 2), (2, 3)]  # (1, 2) crosses (0, 1)
     assert prune_spans(scores, starts, ends, 3).tolist() == [3, 0, 2]  # the original's rule skips it
+
+
+@pytest.mark.parametrize("logit_scale", [1.0, 300.0])
+def test_attention_sums_added_in_place_are_the_sum_of_the_two_exactly(logit_scale):
+    # Prediction adds the sums onto the mention FFNN's first layer in place (one division less): the same bits as
+    # adding the returned sums, also where spans underflow and are computed explicitly (logits 300 nats apart).
+    torch.manual_seed(3)
+    n, d, width = 120, 5, 12
+    logits, values = torch.randn(n) * logit_scale, torch.randn(n, d)
+    starts, ends = candidate_spans(torch.randint(0, 3, (n,)).sort().values, width)
+    base = torch.randn(starts.numel(), d)
+    expected = base + span_attention_sums(logits, values, starts, ends)
+    target = base.clone()
+    returned = span_attention_sums(logits, values, starts, ends, add_to=target)
+    assert returned is target and torch.equal(target, expected)

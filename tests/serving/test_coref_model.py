@@ -271,16 +271,23 @@ def test_bf16_inference_computes_in_bf16_on_fp32_weights(models, model_type, tmp
     directory = tmp_path / model_type
     models[model_type].save(directory)
     fp32, bf16 = CorefModel.load(directory), CorefModel.load(directory, precision="bf16-mixed")
-    dtypes: set = set()
+    dtypes: dict[str, set] = {"encoder": set(), "scorers": set()}
+
+    def record(part: str):
+        return lambda module, inputs, output: dtypes[part].add(output.dtype)
+
     hooks = [
-        module.register_forward_hook(lambda module, inputs, output: dtypes.add(output.dtype))
-        for module in bf16.model.modules()
+        module.register_forward_hook(record("encoder" if name.startswith("encoder.") else "scorers"))
+        for name, module in bf16.model.named_modules()
         if isinstance(module, torch.nn.Linear)
     ]
     result = bf16.predict(UNICODE_TEXT)
     for hook in hooks:
         hook.remove()
-    assert torch.bfloat16 in dtypes
+    # On a CPU the encoder alone computes in bf16; the scorers stay in fp32 (faster there: docs/benchmarks.md).
+    assert dtypes == {"encoder": {torch.bfloat16}, "scorers": {torch.float32}}
+    assert bf16.computation == "bf16-mixed: the encoder in bf16 (autocast), the scorers in fp32, on cpu"
+    assert fp32.computation == "fp32 on cpu"
     assert all(parameter.dtype == torch.float32 for parameter in bf16.model.parameters())
     check_result(result, UNICODE_TEXT)
     assert result.clusters and fp32.predict(UNICODE_TEXT).words == result.words
@@ -373,3 +380,53 @@ def test_prediction_reads_the_scores_without_computing_the_training_loss(models,
     with pytest.raises(AssertionError, match="the loss was computed"):
         trained.model.eval()
         trained.model(tensors)  # called directly, the model still computes it on a document with gold
+
+
+@pytest.mark.parametrize("model_type", ["baseline", "incremental"])
+def test_precision_32_predicts_the_bits_of_the_plain_build_and_graph_path(models, model_type, tmp_path):
+    # `predict --precision 32` as before its fast paths: a model built for its weights (no random initialisation)
+    # and the mention scorer's in-place sums without autograd give the same scores, bit for bit, as the model
+    # built and loaded plainly and, for the mention scores, as its out-of-place sums with autograd on (the path
+    # every version before took).
+    import torch
+
+    from coref_pipeline.models.encoder import SegmentEncoder
+    from coref_pipeline.models.serialization import load_model_directory
+    from coref_pipeline.serving.coref_model import as_split_text
+
+    directory = tmp_path / model_type
+    models[model_type].save(directory)
+    loaded = CorefModel.load(directory)
+    _, _, encoder_config, state, _ = load_model_directory(directory)
+    plain_model = type(loaded.model)(loaded.config, SegmentEncoder.from_config(encoder_config))
+    plain_model.load_state_dict(state)
+    plain = CorefModel(model_type, plain_model.eval(), loaded.tokenizer)
+    tensors = loaded.tensorize(loaded.jsonlines_document(as_split_text(UNICODE_TEXT), None, "nw", "probe"))
+    if model_type == "baseline":
+        with torch.no_grad():
+            fast, plainly_built = loaded.model(tensors, with_loss=False), plain.model(tensors, with_loss=False)
+        with torch.enable_grad():
+            before = plain.model(tensors, with_loss=False)
+        assert torch.equal(fast.candidate_mention_scores, before.candidate_mention_scores.detach())
+        assert torch.equal(fast.top_antecedent_scores, plainly_built.top_antecedent_scores)
+    else:
+        with torch.enable_grad():
+            before = plain.model(tensors)
+        assert loaded.predict_tensors(tensors) == before.clusters
+    assert loaded.predict_tensors(tensors) == plain.predict_tensors(tensors)
+    assert loaded.predict(UNICODE_TEXT).clusters == plain.predict(UNICODE_TEXT).clusters
+
+
+def test_bf16_on_a_cpu_without_native_bf16_says_it_is_slower(models, tmp_path, monkeypatch, caplog):
+    import coref_pipeline.serving.coref_model as coref_model
+
+    directory = tmp_path / "baseline"
+    models["baseline"].save(directory)
+    monkeypatch.setattr(coref_model, "native_bf16", lambda device: None)
+    with caplog.at_level("WARNING", logger="coref_pipeline.serving.coref_model"):
+        CorefModel.load(directory, precision="bf16-mixed")
+    assert "on a CPU without native bf16 (AVX512_BF16 or AMX): emulated, slower than fp32" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="coref_pipeline.serving.coref_model"):
+        CorefModel.load(directory, precision="32")
+    assert "native bf16" not in caplog.text

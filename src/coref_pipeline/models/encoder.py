@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 
 import torch
 from torch import nn
@@ -15,6 +16,18 @@ class SegmentEncoder(nn.Module):
         super().__init__()
         self.model = model
         self.segment_batch_size = segment_batch_size
+        self.compute_dtype: torch.dtype | None = None  # set by ``computing_in``; None: the caller's precision
+
+    @contextmanager
+    def computing_in(self, dtype: torch.dtype | None) -> Iterator[None]:
+        """Within it, the encoder alone computes under autocast to ``dtype`` and returns float32 (None: as the
+        caller computes). Inference on a CPU uses it: there the task's scorers are faster in float32 than under
+        autocast (docs/benchmarks.md, "Throughput of ``predict`` on a CPU")."""
+        previous, self.compute_dtype = self.compute_dtype, dtype
+        try:
+            yield
+        finally:
+            self.compute_dtype = previous
 
     @classmethod
     def from_pretrained(cls, name_or_path: str) -> SegmentEncoder:
@@ -83,10 +96,13 @@ class SegmentEncoder(nn.Module):
         budget).
         """
         per_pass = segments_per_pass or self.segment_batch_size
-        if input_ids.is_cuda:
-            with attention_without_cudnn():
+        with ExitStack() as contexts:
+            if input_ids.is_cuda:
+                contexts.enter_context(attention_without_cudnn())
+            if self.compute_dtype is None:
                 return self._encode(input_ids, attention_mask, lengths, per_pass)
-        return self._encode(input_ids, attention_mask, lengths, per_pass)
+            contexts.enter_context(torch.autocast(device_type=input_ids.device.type, dtype=self.compute_dtype))
+            return self._encode(input_ids, attention_mask, lengths, per_pass).float()
 
     def _encode(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, lengths: Sequence[int] | None, per_pass: int

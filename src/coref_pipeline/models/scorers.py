@@ -150,13 +150,23 @@ class SpanScorer(nn.Module):
         weights = first.weight.split(parts, dim=1)  # each [ffnn, part]
         start_part = torch.addmm(first.bias, hidden, weights[0].T)  # [n, ffnn], the bias folded in
         pre = start_part.index_select(0, starts)  # [spans, ffnn]: the largest tensor here
+        # Without a graph (prediction, the candidates' pass in training) the parts accumulate onto it in place:
+        # the same sums, two [spans, ffnn] passes and tensors fewer.
+        in_place = not torch.is_grad_enabled() and pre.dtype == torch.float32
         if self.config.use_features:  # the width part, one GEMM accumulating onto the start part
-            pre = torch.addmm(pre, width_features, weights[2].T)
+            if in_place:
+                pre.addmm_(width_features, weights[2].T)
+            else:
+                pre = torch.addmm(pre, width_features, weights[2].T)
         if self.config.model_heads:
             # W (sum_t a_t h_t) = sum_t a_t (W h_t): the head's attention sums run over the projected
             # tokens, [n, ffnn], instead of a [spans, H] x [H, ffnn] GEMM per candidate.
             logits = self.mention_word_attn(hidden).squeeze(1)  # [n]
-            pre.add_(span_attention_sums(logits, hidden @ weights[-1].T, starts, ends))  # [spans, ffnn]
+            projected = hidden @ weights[-1].T  # [n, ffnn]
+            if in_place and projected.dtype == torch.float32:
+                span_attention_sums(logits, projected, starts, ends, add_to=pre)
+            else:
+                pre.add_(span_attention_sums(logits, projected, starts, ends))  # [spans, ffnn]
         pre.add_((hidden @ weights[1].T).index_select(0, ends))
         scores = self.mention_scores.from_first_layer(pre, overwrite=True, keep_masks=keep_masks).squeeze(1)
         return self._with_width_prior(scores, ends - starts, width_prior)  # [spans]

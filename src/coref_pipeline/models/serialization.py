@@ -16,12 +16,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+from torch import nn
 
 from coref_pipeline.files import atomic_directory, atomic_path, atomic_write_json
 from coref_pipeline.models.directory import (
@@ -40,6 +42,7 @@ __all__ = [
     "ModelDirectoryError",
     "PROVENANCE_KEYS",
     "atomic_save_tensors",
+    "build_with_weights",
     "load_model_directory",
     "read_model_type",
     "save_model_directory",
@@ -103,6 +106,47 @@ def save_model_directory(
         atomic_save_tensors(model.state_dict(), folder / WEIGHTS, {"model_type": model_type})
         if training is not None:
             write_training_record(training, folder)
+
+
+def build_with_weights(build: Callable[[], nn.Module], state_dict: dict[str, torch.Tensor]) -> nn.Module:
+    """The module ``build()`` makes, holding ``state_dict``'s weights (every one: strict), built without the
+    random initialisation that the weights then replace.
+
+    It is built on the meta device (no memory, no initialisation), given uninitialised memory on the CPU, its
+    buffers that no state dict holds (HF's position and token type ids) filled by the initialisation of the HF
+    model that owns them (``_init_weights``, which transformers 5 uses for the same purpose), then the weights
+    copied in. A module with such a buffer outside an HF model is built as ``build()`` builds it. The same
+    module, parameter for parameter and buffer for buffer, as ``build()`` followed by ``load_state_dict``; on
+    the packaged MiniLM's baseline 2 s less of a process's start (docs/benchmarks.md, "Throughput of
+    ``predict`` on a CPU").
+    """
+    with torch.device("meta"):
+        model = build()
+    persistent = set(model.state_dict())
+    owners = {name.rpartition(".")[0] for name, _ in model.named_buffers() if name not in persistent}
+    initialisers = {
+        prefix: module
+        for prefix, module in model.named_modules()
+        if callable(getattr(module, "_init_weights", None)) and hasattr(module, "config")
+    }
+    filled: list[tuple[nn.Module, nn.Module]] = []
+    for owner in sorted(owners):
+        root = max(
+            (prefix for prefix in initialisers if owner == prefix or owner.startswith(f"{prefix}.") or prefix == ""),
+            key=len,
+            default=None,
+        )
+        if root is None:
+            model = build()
+            model.load_state_dict(state_dict)
+            return model
+        filled.append((initialisers[root], model.get_submodule(owner)))
+    model.to_empty(device="cpu")
+    with torch.no_grad():
+        for initialiser, module in filled:
+            initialiser._init_weights(module)
+    model.load_state_dict(state_dict)
+    return model
 
 
 def load_model_directory(directory: str | Path) -> tuple[str, dict[str, Any], Any, dict[str, torch.Tensor], Any]:

@@ -183,9 +183,17 @@ _SMALLEST_ATTENTION_TOTAL = 1e-30
 
 
 def span_attention_sums(
-    logits: torch.Tensor, values: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor
+    logits: torch.Tensor,
+    values: torch.Tensor,
+    starts: torch.Tensor,
+    ends: torch.Tensor,
+    add_to: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``sum_t softmax(logits[s..e])_t * values[t]`` for every span, through a disjoint sparse table.
+
+    ``add_to``: a float32 ``[spans, d]`` tensor that autograd does not track, to which the sums are added in
+    place and which is returned (the same values as ``add_to + span_attention_sums(...)``, without a
+    ``[spans, d]`` tensor of their own: prediction's largest, one division and one pass over it fewer).
 
     O(n * d * log W + spans * d) instead of materialising every span's W tokens: each span's
     weighted sum is the sum of two precomputed partial sums of non-negative terms (no
@@ -243,8 +251,16 @@ def span_attention_sums(
     totals = sums[:, dim:]  # [spans, 1]
     too_small = totals < _SMALLEST_ATTENTION_TOTAL  # [spans, 1]
     # Dividing those by 1 keeps their (discarded) gradient finite.
-    heads = (sums[:, :dim] / torch.where(too_small, 1.0, totals)).to(values.dtype)  # [spans, d]
+    divisors = torch.where(too_small, 1.0, totals)  # [spans, 1]
     underflowed = too_small.squeeze(1).nonzero().squeeze(1)
+    if add_to is not None:
+        kept = add_to[underflowed] if underflowed.numel() else None  # [underflowed, d]: their sums come below
+        add_to.addcdiv_(sums[:, :dim], divisors)  # a + 1 * b / c: a + b / c, rounded as the division and the sum
+        if kept is not None:
+            explicit = span_attention_explicit(logits, values, starts[underflowed], ends[underflowed], widest + 1)
+            add_to[underflowed] = kept + explicit
+        return add_to
+    heads = (sums[:, :dim] / divisors).to(values.dtype)  # [spans, d]
     if underflowed.numel():
         explicit = span_attention_explicit(logits, values, starts[underflowed], ends[underflowed], widest + 1).to(
             values.dtype

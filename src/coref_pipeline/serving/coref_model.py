@@ -42,8 +42,19 @@ from coref_pipeline.models.directory import read_training_record, resolve_model_
 from coref_pipeline.models.document import DocumentTensors, tensorize
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.models.incremental import IncrementalCorefModel
-from coref_pipeline.models.serialization import ModelDirectoryError, load_model_directory, save_model_directory
-from coref_pipeline.runtime.devices import bound_host_memory, keep_host_memory, resolve_device, resolve_precision
+from coref_pipeline.models.serialization import (
+    ModelDirectoryError,
+    build_with_weights,
+    load_model_directory,
+    save_model_directory,
+)
+from coref_pipeline.runtime.devices import (
+    bound_host_memory,
+    keep_host_memory,
+    native_bf16,
+    resolve_device,
+    resolve_precision,
+)
 from coref_pipeline.serving.batching import default_batch_tokens, length_groups, pools
 from coref_pipeline.serving.inputs import DocumentInput, InputFormatError, SpeakersInput, record_content
 from coref_pipeline.serving.results import CorefResult, result_from_split
@@ -80,7 +91,22 @@ class CorefModel:
         if self.precision not in PRECISIONS:
             raise ConfigError(f"inference precision must be one of {list(PRECISIONS)}, got {self.precision!r}")
         self.precision = resolve_precision(self.precision, self.device)
+        if self.precision == "bf16-mixed" and self.device.type == "cpu" and native_bf16(self.device) is None:
+            logger.warning(
+                "precision bf16-mixed on a CPU without native bf16 (AVX512_BF16 or AMX): emulated, slower than fp32 "
+                "(--precision 32 or auto is faster here)"
+            )
         keep_host_memory()  # large freed tensors reused, not page-faulted in again (devices.keep_host_memory)
+
+    @property
+    def computation(self) -> str:
+        """What inference computes in, in words (``predict`` logs it and records it beside its output)."""
+        if self.precision == "32":
+            return f"fp32 on {self.device}"
+        dtype = "bf16" if self.precision == "bf16-mixed" else "fp16"
+        if self.device.type == "cpu":
+            return f"{self.precision}: the encoder in {dtype} (autocast), the scorers in fp32, on {self.device}"
+        return f"{self.precision}: autocast to {dtype} (weights fp32), on {self.device}"
 
     @property
     def config(self) -> BaselineConfig | IncrementalConfig:
@@ -111,9 +137,10 @@ class CorefModel:
         incremental model has none). ``device``: ``cpu`` (default), ``auto`` (a GPU
         when there is one), ``cuda``, ``cuda:N`` or ``mps``; one that is absent is a
         :class:`~coref_pipeline.runtime.devices.DeviceError`. ``precision``: ``32`` (default) or
-        ``bf16-mixed`` / ``16-mixed``, computed under autocast (bf16: 1.56x faster on a
-        CPU with bf16 units, LitBank test F1 within 0.15; see docs/benchmarks.md), or ``auto``
-        (bf16-mixed where the device computes bf16 natively, else 32).
+        ``bf16-mixed`` / ``16-mixed``, computed under autocast (on a CPU the encoder alone, the scorers in
+        fp32: ``inference_autocast``), or ``auto`` (bf16-mixed where the device computes bf16 natively,
+        else 32). On a CPU with AMX, bf16 predicts OntoNotes-shaped documents 1.13x as fast as fp32, LitBank
+        test 1.04x, F1 within 0.11 (docs/benchmarks.md, "Throughput of ``predict`` on a CPU").
         ``max_top_antecedents`` (baseline): the antecedents per span kept by the coarse
         score for the fine FFNN at inference, instead of the model's own (50): fewer is
         faster, the fine stage's cost is proportional to it, and may cost F1
@@ -142,8 +169,7 @@ class CorefModel:
             if value is not None
         }
         config = dataclasses.replace(config, **fine_stage)
-        model = model_class(config, SegmentEncoder.from_config(encoder_config))
-        model.load_state_dict(state_dict)
+        model = build_with_weights(lambda: model_class(config, SegmentEncoder.from_config(encoder_config)), state_dict)
         model.to(target).eval()
         return cls(model_type, model, tokenizer, precision, read_training_record(directory))
 
@@ -285,10 +311,16 @@ class CorefModel:
             self.model.train(was_training)
 
     def inference_autocast(self) -> AbstractContextManager:
-        """The inference precision's autocast on the model's device (nothing at 32)."""
+        """The inference precision's autocast on the model's device (nothing at 32). On a CPU the encoder alone
+        computes in the lower precision and the task's scorers in float32: their many small products and
+        element-wise passes over spans of every document's own count were slower under autocast (oneDNN builds
+        a kernel for each new shape), so bf16 there gave the whole prediction 1.00x of fp32 on LitBank test and
+        0.80x on OntoNotes-shaped documents (docs/benchmarks.md, "Throughput of ``predict`` on a CPU")."""
         if self.precision == "32":
             return nullcontext()
         dtype = torch.bfloat16 if self.precision == "bf16-mixed" else torch.float16
+        if self.device.type == "cpu":
+            return self.model.encoder.computing_in(dtype)
         return torch.autocast(device_type=self.device.type, dtype=dtype)
 
     def predict_documents(

@@ -670,6 +670,8 @@ def test_the_coarse_floor_leaves_pairs_out_of_the_fine_ffnn_and_makes_the_same_d
 def test_with_k_at_least_the_number_of_entities_the_decisions_are_identical(monkeypatch):
     document = tiny_tensors(make_document(num_segments=3), tiny_config())
 
+    monkeypatch.setattr(scoring_module, "INFERENCE_PREFILTER_MARGIN", 0.0)  # each span's K best columns alone
+
     def decide(limit):
         torch.manual_seed(0)
         model = IncrementalCorefModel(incremental_config(threshold=0.0, max_top_entities=limit), tiny_encoder(seed=1))
@@ -686,13 +688,17 @@ def test_with_k_at_least_the_number_of_entities_the_decisions_are_identical(monk
     assert prefiltered.pairs < every.pairs  # the static pass scored each span's best columns only
 
 
-@pytest.mark.parametrize("margin", [0.0, scoring_module.PREFILTER_MARGIN], ids=["no_margin", "margin"])
+@pytest.mark.parametrize(
+    "margin",
+    [0.0, scoring_module.PREFILTER_MARGIN, scoring_module.INFERENCE_PREFILTER_MARGIN],
+    ids=["no_margin", "training_margin", "inference_margin"],
+)
 def test_the_static_pass_scores_each_spans_best_columns_and_the_missing_ones_in_few_rounds(monkeypatch, margin):
     """With K the static pass scores each span's K (+ margin) best static columns; a span that chooses a column
     outside them (when better ones left) has it scored in a round that also scores the later spans' next best
     ones, twice as many each round: rounds stay few, and the decisions are those without the pre-filter's
     shortcut (the equality tests: the reference)."""
-    monkeypatch.setattr(scoring_module, "PREFILTER_MARGIN", margin)
+    monkeypatch.setattr(scoring_module, "INFERENCE_PREFILTER_MARGIN", margin)  # the model runs at inference
     document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
     rounds, segments = [], []  # (rounds before, the table's static rows) at each round; (spans, pairs) per pass
     score_missing, static_pass = SegmentScores.score_missing, SegmentScores.static_pass

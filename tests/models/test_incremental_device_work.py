@@ -160,6 +160,7 @@ def test_without_the_prefilters_rounds_twice_the_spans_make_the_same_operator_ca
     """With a pre-filter margin that covers every column (no rounds), the same passes on larger tensors: the same
     host reads, fine-FFNN calls and operator events, give or take a few (data-dependent empty cases)."""
     monkeypatch.setattr(scoring_module, "PREFILTER_MARGIN", 100.0)
+    monkeypatch.setattr(scoring_module, "INFERENCE_PREFILTER_MARGIN", 100.0)
     few, many, _ = read_twice(setting, train, monkeypatch)
     assert many.rounds == few.rounds == 0
     assert many.reads == few.reads and many.fine_calls == few.fine_calls

@@ -430,3 +430,25 @@ def test_bf16_on_a_cpu_without_native_bf16_says_it_is_slower(models, tmp_path, m
     with caplog.at_level("WARNING", logger="coref_pipeline.serving.coref_model"):
         CorefModel.load(directory, precision="32")
     assert "native bf16" not in caplog.text
+
+
+@pytest.mark.parametrize("model_type", ["baseline", "incremental"])
+def test_prediction_runs_in_evaluation_mode_and_gives_a_model_in_training_mode_back(models, model_type, monkeypatch):
+    """A loaded model predicts as it is (evaluation mode, no module walked); one left in training mode predicts
+    without dropout, and is in training mode again afterwards."""
+    model = models[model_type]
+    seen = []  # the encoder's mode at each forward
+    hook = model.model.encoder.register_forward_pre_hook(lambda module, inputs: seen.append(module.training))
+    switches = []
+    modes = type(model.model).train
+    monkeypatch.setattr(type(model.model), "train", lambda self, mode=True: switches.append(mode) or modes(self, mode))
+    try:
+        expected = model.predict(UNICODE_TEXT).clusters
+        assert switches == [] and seen and not any(seen)
+        model.model.train()
+        seen.clear()
+        assert model.predict(UNICODE_TEXT).clusters == expected
+        assert seen and not any(seen) and model.model.training
+    finally:
+        hook.remove()
+        model.model.eval()

@@ -301,14 +301,17 @@ class CorefModel:
 
     @contextmanager
     def _evaluation_mode(self) -> Iterator[None]:
-        """Evaluation mode without gradients; the previous mode is restored, even on error."""
+        """Evaluation mode without gradients; the previous mode is restored, even on error. A model already in
+        evaluation mode (as loaded) is left alone: switching walks every module, twice per document."""
         was_training = self.model.training
-        self.model.eval()
+        if was_training:
+            self.model.eval()
         try:
             with torch.no_grad(), self.inference_autocast():
                 yield
         finally:
-            self.model.train(was_training)
+            if was_training:
+                self.model.train()
 
     def inference_autocast(self) -> AbstractContextManager:
         """The inference precision's autocast on the model's device (nothing at 32). On a CPU the encoder alone

@@ -67,10 +67,16 @@ from coref_pipeline.models.incremental.model import (
     SegmentSpans,
     copy_baseline_weights,
 )
-from coref_pipeline.models.incremental.scoring import BASE_SCORE_CHUNK_ELEMENTS, PREFILTER_MARGIN, SegmentScores
+from coref_pipeline.models.incremental.scoring import (
+    BASE_SCORE_CHUNK_ELEMENTS,
+    INFERENCE_PREFILTER_MARGIN,
+    PREFILTER_MARGIN,
+    SegmentScores,
+)
 
 __all__ = [
     "BASE_SCORE_CHUNK_ELEMENTS",
+    "INFERENCE_PREFILTER_MARGIN",
     "PREFILTER_MARGIN",
     "EncodedSegments",
     "EntityMemory",

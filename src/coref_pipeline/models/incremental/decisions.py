@@ -74,7 +74,8 @@ def options_of(
     """The options of the read span at ``position`` (``span_options`` of the active columns): their table rows,
     their entities and which are gold (their entity among ``targets``), in column order."""
     rows, entities = columns.current()
-    required = np.isin(entities, targets)  # [columns]: the gold columns, always among the options
+    # [columns]: the gold columns, always among the options (none at inference)
+    required = np.isin(entities, targets) if len(targets) else np.zeros(entities.shape[0], dtype=bool)
     coarse = scores.coarse[position, rows] if scores.coarse is not None else None
     floor = scores.floors[position] if scores.floors is not None else None
     keep = span_options(required, coarse, scores.limit, floor)

@@ -203,12 +203,14 @@ class EntityMemory:
 
     def live_fresh(self) -> tuple[list[int], list[int]]:
         """The fresh columns scored, in order: their ``SegmentTable`` rows and the entity of each."""
-        rows, entities = [], []
-        for column_id, row in zip(self.fresh_ids, self.fresh_rows, strict=True):
-            if self.is_scored(column_id):
-                rows.append(row)
-                entities.append(self.entity_of(column_id))
-        return rows, entities
+        # is_scored and entity_of inlined: this runs for every read span
+        owner, every = self.owner, self.score_representations
+        live = [
+            (row, owner.get(column_id, column_id))
+            for column_id, row in zip(self.fresh_ids, self.fresh_rows, strict=True)
+            if every or column_id in owner
+        ]
+        return [row for row, _ in live], [entity for _, entity in live]
 
     def _set_fresh(self, column_id: int, row: int) -> None:
         """Give a column a fresh version, held in ``row`` (a new column, or a base row superseded)."""

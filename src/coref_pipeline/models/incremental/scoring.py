@@ -8,9 +8,10 @@ whatever its number of spans:
    ``SegmentTable`` (the base rows and the read spans themselves: every column the segment can hold but the
    versions its updates make), read back with the mention scores (and the coarse floors) in one transfer.
 2. *Static pass.* The fine FFNN over the pairs the decisions will read: each span against every scored base row
-   and every earlier read span, or, with ``max_top_entities`` K, its K + ``PREFILTER_MARGIN`` best of those by
-   coarse score (in training its gold ones first); at inference with ``min_coarse_score`` only the pairs above
-   the floor. One pass, read back in one transfer.
+   and every earlier read span, or, with ``max_top_entities`` K, its K + margin best of those by coarse score
+   (in training its gold ones first; the margin ``PREFILTER_MARGIN`` in training, ``INFERENCE_PREFILTER_MARGIN``
+   at inference); at inference with ``min_coarse_score`` only the pairs above the floor. One pass, read back in
+   one transfer.
 3. *Version pass* (scored entity representations only): each update's new representation against the
    segment's later spans, once per update (the update network's output is known only once the span joined).
 4. *Missing pairs* (K only): a span may choose a static column its pass did not score (the next in line when
@@ -63,8 +64,12 @@ class ScoringModel(Protocol):
 BASE_SCORE_CHUNK_ELEMENTS = 2**23
 # With max_top_entities K, the static pass scores each span's K best columns by coarse score and this share
 # more: columns leave the running during the segment (superseded, dropped slots), and the next in line are
-# then already scored.
+# then already scored. In training (the pairs' activations kept for backward) a tenth more; at inference half
+# as many more, which leaves few rounds for missing pairs (each scores every later span's next best twice over):
+# on LitBank test 2 rounds instead of 37, the incremental model's prediction 0.8x the time at the same clusters
+# (docs/benchmarks.md, "Throughput of `predict` on a CPU").
 PREFILTER_MARGIN = 0.1
+INFERENCE_PREFILTER_MARGIN = 0.5
 CPU = torch.device("cpu")
 
 
@@ -154,6 +159,7 @@ class SegmentScores:
         self.parts: list[torch.Tensor] = []  # each pass's values, in the graph in training
         self.size = 0  # elements in ``parts``
         self.rounds = 0  # passes for missing pairs
+        self.scored_per_span = 0  # with max_top_entities K: K and the margin, each span's static pairs (static_pass)
         self.scored_base = np.array(
             [memory.is_scored(column_id) for column_id in memory.base_ids], dtype=bool
         )  # [B]: the base rows that are ever scored
@@ -225,7 +231,8 @@ class SegmentScores:
             return
         potential = self.potential()  # [n, B + n]
         if self.limit is not None:
-            scored = self.limit + math.ceil(self.limit * PREFILTER_MARGIN)
+            margin = PREFILTER_MARGIN if gold is not None else INFERENCE_PREFILTER_MARGIN
+            self.scored_per_span = scored = self.limit + math.ceil(self.limit * margin)
             if scored < self.table.num_static:
                 # Each span's gold columns (training: the decisions require them, however many), in training every
                 # earlier span too (a span that joins a gold entity in the segment becomes one of its gold columns;
@@ -342,7 +349,7 @@ class SegmentScores:
                 n - position, n - position, -1, dtype=bool
             )
         ranking = np.where(candidates & ~wanted, self.coarse[position:, :num_static], -np.inf)
-        take = min(num_static, (self.limit + math.ceil(self.limit * PREFILTER_MARGIN)) * 2**self.rounds)
+        take = min(num_static, self.scored_per_span * 2**self.rounds)
         best = np.argpartition(-ranking, take - 1, axis=1)[:, :take]  # [m, take]
         np.put_along_axis(wanted, best, True, axis=1)
         wanted &= candidates & (self.flat[position:, :num_static] < 0)

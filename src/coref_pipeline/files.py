@@ -45,6 +45,12 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
             temporary.unlink()
 
 
+def record_beside(path: str | Path, kind: str) -> Path:
+    """Where a record of ``kind`` about the file ``path`` is kept: ``NAME.KIND.json`` beside it (``NAME`` its stem)."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.{kind}.json")
+
+
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Write ``text`` (UTF-8) to ``path`` atomically."""
     with atomic_path(path) as temporary:

@@ -49,7 +49,7 @@ DESCRIPTION = (
 @click.option(
     "--max-antecedents",
     type=click.IntRange(min=1),
-    help="baseline: antecedents per span scored by the fine FFNN (default: the model's, 50); fewer is faster",
+    help="baseline: antecedents per span scored by the fine FFNN (default: the model's max_top_antecedents: 50, or 25 for cpu_minilm's fp32 head); fewer is faster",
 )
 @click.option(
     "--min-coarse-score",
@@ -153,8 +153,9 @@ def predict(
 
 def prediction_record_path(output_path: str | Path) -> Path:
     """Where ``predict`` records what computed OUTPUT: ``NAME.prediction.json`` beside it."""
-    path = Path(output_path)
-    return path.with_name(f"{path.stem}.prediction.json")
+    from coref_pipeline.files import record_beside
+
+    return record_beside(output_path, "prediction")
 
 
 def _write_record(output_path: str, model_dir: str, revision: str | None, model: Any, documents: int) -> None:

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from coref_pipeline.errors import UserError
-from coref_pipeline.files import atomic_write_json
+from coref_pipeline.files import atomic_write_json, record_beside
 from coref_pipeline.formats.conll import normalize_word, paused_gc
 
 logger = logging.getLogger(__name__)
@@ -173,8 +173,7 @@ class SegmentationRecord:
 
 def sidecar_path(jsonlines_path: str | Path) -> Path:
     """Where the :class:`SegmentationRecord` of a jsonlines file is kept: ``NAME.segmentation.json`` beside it."""
-    path = Path(jsonlines_path)
-    return path.with_name(f"{path.stem}.segmentation.json")
+    return record_beside(jsonlines_path, "segmentation")
 
 
 def check_vocabulary(documents: Sequence[Mapping[str, Any]], tokenizer: Any, what: str, resegment: str) -> None:

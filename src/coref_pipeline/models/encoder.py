@@ -99,10 +99,10 @@ class SegmentEncoder(nn.Module):
         with ExitStack() as contexts:
             if input_ids.is_cuda:
                 contexts.enter_context(attention_without_cudnn())
-            if self.compute_dtype is None:
-                return self._encode(input_ids, attention_mask, lengths, per_pass)
-            contexts.enter_context(torch.autocast(device_type=input_ids.device.type, dtype=self.compute_dtype))
-            return self._encode(input_ids, attention_mask, lengths, per_pass).float()
+            if self.compute_dtype is not None:
+                contexts.enter_context(torch.autocast(device_type=input_ids.device.type, dtype=self.compute_dtype))
+            hidden = self._encode(input_ids, attention_mask, lengths, per_pass)  # [num_subtokens, hidden]
+        return hidden if self.compute_dtype is None else hidden.float()
 
     def _encode(
         self, input_ids: torch.Tensor, attention_mask: torch.Tensor, lengths: Sequence[int] | None, per_pass: int

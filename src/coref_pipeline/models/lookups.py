@@ -28,9 +28,6 @@ class LookupRows:
         self.parameters = list(parameters)  # every parameter whose lookups are counted, looked up or not
         self._squares: dict[nn.Parameter, torch.Tensor] = {}
 
-    def __contains__(self, parameter: nn.Parameter) -> bool:
-        return any(parameter is counted for counted in self.parameters)
-
     def watch(self, output: torch.Tensor, parts: Sequence[LookupPart]) -> torch.Tensor:
         """``output`` (``[..., columns]``: rows looked up in the ``parts``' parameters), through an identity whose
         gradient is counted. Each use of a lookup must be watched on its own: a tensor used twice, watched once,

@@ -117,8 +117,8 @@ def build_with_weights(build: Callable[[], nn.Module], state_dict: dict[str, tor
     model that owns them (``_init_weights``, which transformers 5 uses for the same purpose), then the weights
     copied in. A module with such a buffer outside an HF model is built as ``build()`` builds it. The same
     module, parameter for parameter and buffer for buffer, as ``build()`` followed by ``load_state_dict``; on
-    the packaged MiniLM's baseline 2 s less of a process's start (docs/benchmarks.md, "Throughput of
-    ``predict`` on a CPU").
+    the packaged MiniLM's baseline a load of 3.5-5.3 s in ``predict`` against 5.5-6.8 s for one that initialised
+    them (docs/benchmarks.md, "Throughput of ``predict`` on a CPU": the load column; measured on different days).
     """
     with torch.device("meta"):
         model = build()

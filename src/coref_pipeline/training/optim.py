@@ -206,16 +206,18 @@ def clip_by_global_norm(
 ) -> torch.Tensor:
     """``tf.clip_by_global_norm`` of the parameters' gradients: scaled by ``clip / max(norm, clip)`` (none when
     ``clip`` is 0); a parameter of ``lookup_squares`` enters the norm by its lookups' rows (its summed squares
-    there), the others by their dense gradients. The norm, before clipping."""
+    there), the others by their dense gradients. The norm, before clipping, summed in float32 on the parameters'
+    device in their order and read back once."""
     gradients = [parameter.grad for parameter in parameters if parameter.grad is not None]
-    total = torch.zeros((), dtype=torch.float32)
+    device = parameters[0].device if parameters else torch.device("cpu")
+    total = torch.zeros((), dtype=torch.float32, device=device)
     for parameter in parameters:
         square = lookup_squares.get(parameter)
         if square is not None:
-            total = total + square.float().cpu()
+            total = total + square.float().to(device)
         elif parameter.grad is not None:
-            total = total + parameter.grad.float().pow(2).sum().cpu()
-    norm = total.sqrt()
+            total = total + parameter.grad.float().pow(2).sum()
+    norm = total.sqrt().cpu()
     if clip and gradients:
         scale = clip / max(float(norm), clip)
         if scale != 1.0:

@@ -159,7 +159,6 @@ class SegmentScores:
         self.parts: list[torch.Tensor] = []  # each pass's values, in the graph in training
         self.size = 0  # elements in ``parts``
         self.rounds = 0  # passes for missing pairs
-        self.scored_per_span = 0  # with max_top_entities K: K and the margin, each span's static pairs (static_pass)
         self.scored_base = np.array(
             [memory.is_scored(column_id) for column_id in memory.base_ids], dtype=bool
         )  # [B]: the base rows that are ever scored
@@ -231,8 +230,7 @@ class SegmentScores:
             return
         potential = self.potential()  # [n, B + n]
         if self.limit is not None:
-            margin = PREFILTER_MARGIN if gold is not None else INFERENCE_PREFILTER_MARGIN
-            self.scored_per_span = scored = self.limit + math.ceil(self.limit * margin)
+            scored = self.scored_per_span(gold)
             if scored < self.table.num_static:
                 # Each span's gold columns (training: the decisions require them, however many), in training every
                 # earlier span too (a span that joins a gold entity in the segment becomes one of its gold columns;
@@ -247,6 +245,12 @@ class SegmentScores:
         if self.floors is not None:  # inference: only the pairs above the floor go through the fine FFNN
             potential &= self.coarse[:, : self.table.num_static] > self.floors[:, None]
         self.score_static(*np.nonzero(potential))
+
+    def scored_per_span(self, gold: GoldAntecedents | None) -> int:
+        """With max_top_entities K: the static columns each span has scored in the static pass, K and the margin
+        (``PREFILTER_MARGIN`` in training, with ``gold``; ``INFERENCE_PREFILTER_MARGIN`` at inference)."""
+        margin = PREFILTER_MARGIN if gold is not None else INFERENCE_PREFILTER_MARGIN
+        return self.limit + math.ceil(self.limit * margin)
 
     def potential(self) -> np.ndarray:
         """``[n, B + n]`` bool: the static rows each read span may choose: every scored base row and every
@@ -349,7 +353,7 @@ class SegmentScores:
                 n - position, n - position, -1, dtype=bool
             )
         ranking = np.where(candidates & ~wanted, self.coarse[position:, :num_static], -np.inf)
-        take = min(num_static, self.scored_per_span * 2**self.rounds)
+        take = min(num_static, self.scored_per_span(gold) * 2**self.rounds)
         best = np.argpartition(-ranking, take - 1, axis=1)[:, :take]  # [m, take]
         np.put_along_axis(wanted, best, True, axis=1)
         wanted &= candidates & (self.flat[position:, :num_static] < 0)

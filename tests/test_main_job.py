@@ -20,7 +20,7 @@ from tests.paths import PROJECT_ROOT, copy_project
 
 MAIN_JOB = "preprocess,segment,coref_train,incremental_train,evaluate"
 PROBES = PROJECT_ROOT / "benchmarks" / "prediction" / "pronoun_probes.jsonl"
-AT_LEAST_RIGHT = 0.7  # of the probes, each model: 75.0% measured (27 of 36); the goal of 85% is not reached
+AT_LEAST_RIGHT = 0.7  # of the probes, each model: 76.7% measured (46 of 60; 31 of the first 36); the goal is 85%
 
 
 @pytest.fixture(scope="module")
@@ -46,4 +46,4 @@ def test_the_main_job_trains_on_litbank_and_its_models_find_the_obvious_without_
         summary = summarize_probes(judgements)
         wrong = [(p.text, j.clusters) for p, j in zip(probes, judgements, strict=True) if not j.right]
         assert summary.right >= AT_LEAST_RIGHT * summary.probes, (name, summary, wrong)
-        assert summary.non_mentions <= 0.25 * summary.probes, (name, summary)  # 2 measured
+        assert summary.non_mentions <= 0.25 * summary.probes, (name, summary)  # 4 measured

@@ -3,7 +3,8 @@
 Run: python benchmarks/prediction/pronoun_probes.py [--models data/06_models/baseline data/06_models/incremental]
                                                     [--probes benchmarks/prediction/pronoun_probes.jsonl]
 
-Each probe (``pronoun_probes.jsonl``: 36 short texts written for this project, none from a training corpus) has
+Each probe (``pronoun_probes.jsonl``: 60 short texts written for this project, none from a training corpus: the
+first 36 when the main job was first measured, 24 more while its learning rates were chosen) has
 an unambiguous pronoun and its antecedent and lists every mention of the text by entity, with at least one other
 entity (a second person, a place, an object) that must stay out of the pair's cluster. Each model predicts each
 text with ``CorefModel.predict`` (its defaults); a probe is **right** when the pair shares a cluster that holds only

@@ -198,6 +198,7 @@ def test_precision_auto_takes_bf16_where_the_device_computes_it_natively(monkeyp
 
     cpu = torch.device("cpu")
     assert devices.resolve_precision("16-mixed", cpu) == "16-mixed"  # a set precision is kept
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
     with caplog.at_level("INFO", logger="coref_pipeline.runtime.devices"):
@@ -209,3 +210,7 @@ def test_precision_auto_takes_bf16_where_the_device_computes_it_natively(monkeyp
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
     assert devices.native_bf16(cpu) == "a CPU with AMX"
     assert devices.native_bf16(torch.device("meta")) is None
+    # torch held below AVX-512 (ATEN_CPU_CAPABILITY=avx2) computes bf16 without the CPU's units: fp32
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    assert devices.native_bf16(cpu) is None
+    assert devices.resolve_precision("auto", cpu) == "32"

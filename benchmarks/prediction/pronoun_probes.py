@@ -2,6 +2,7 @@
 
 Run: python benchmarks/prediction/pronoun_probes.py [--models data/06_models/baseline data/06_models/incremental]
                                                     [--probes benchmarks/prediction/pronoun_probes.jsonl]
+                                                    [--min-coarse-score=X]
 
 Each probe (``pronoun_probes.jsonl``: 60 short texts written for this project, none from a training corpus: the
 first 36 when the main job was first measured, 24 more while its learning rates were chosen) has
@@ -36,14 +37,25 @@ def main() -> None:
     parser.add_argument("--models", type=Path, nargs="+", default=MODELS, help="model directories")
     parser.add_argument("--probes", type=Path, default=PROBES, help="a probe file (jsonlines)")
     parser.add_argument("--out", type=Path, default=RESULTS / "pronoun_probes" / "results.json")
+    parser.add_argument(
+        "--min-coarse-score",
+        type=float,
+        default=None,
+        help="the fine stage's floor instead of each model's own (--min-coarse-score=-1e9: every pair fine-scored)",
+    )
     args = parser.parse_args()
     try:
         probes = read_probes(args.probes)
     except (ProbeError, OSError) as error:
         sys.exit(str(error))
-    results: dict = {"host": host(), "probes": str(args.probes), "models": {}}
+    results: dict = {
+        "host": host(),
+        "probes": str(args.probes),
+        "min_coarse_score": args.min_coarse_score,
+        "models": {},
+    }
     for directory in args.models:
-        model = CorefModel.load(directory)
+        model = CorefModel.load(directory, min_coarse_score=args.min_coarse_score)
         answers = [model.predict(probe.text) for probe in probes]
         judgements = [judge_probe(probe, answer.char_clusters) for probe, answer in zip(probes, answers, strict=True)]
         summary = summarize_probes(judgements)

@@ -43,6 +43,32 @@ class SegmentEncoder(nn.Module):
 
         return cls(AutoModel.from_config(config))
 
+    @classmethod
+    def for_inference(cls, config) -> SegmentEncoder:
+        """The encoder of a saved model to predict with: a BERT encoder computed without importing transformers'
+        model stack (:mod:`coref_pipeline.models.bert`, the same values), any other as :meth:`from_config`. Its
+        weights are uninitialised until loaded; :meth:`make_trainable` before training it."""
+        from coref_pipeline.models.bert import InferenceBert, computes
+
+        return cls(InferenceBert(config)) if computes(config) else cls.from_config(config)
+
+    def make_trainable(self) -> None:
+        """Give an encoder built :meth:`for_inference` back to transformers' own model, with its weights, device
+        and mode: training needs its dropout (and its gradient checkpointing, its CPU attention dropout)."""
+        from coref_pipeline.models.bert import InferenceBert
+
+        if not isinstance(self.model, InferenceBert):
+            return
+        from transformers import AutoModel
+
+        from coref_pipeline.models.serialization import build_with_weights
+
+        weights = self.model.state_dict()
+        device = weights["embeddings.word_embeddings.weight"].device
+        # built as a model directory's encoder is loaded (no random initialisation): every weight, strictly
+        model = build_with_weights(lambda: AutoModel.from_config(self.model.config), weights)
+        self.model = model.to(device).train(self.training)
+
     def enable_gradient_checkpointing(self) -> None:
         """Recompute each layer's activations in backward instead of keeping them (HF's own switch):
         less memory for long segments and large encoders, about a third more compute."""

@@ -169,7 +169,9 @@ class CorefModel:
             if value is not None
         }
         config = dataclasses.replace(config, **fine_stage)
-        model = build_with_weights(lambda: model_class(config, SegmentEncoder.from_config(encoder_config)), state_dict)
+        model = build_with_weights(
+            lambda: model_class(config, SegmentEncoder.for_inference(encoder_config)), state_dict
+        )
         model.to(target).eval()
         return cls(model_type, model, tokenizer, precision, read_training_record(directory))
 

@@ -100,8 +100,9 @@ def epoch_order(num_documents: int, seed: int, epoch: int) -> list[int]:
 
 
 def configure_encoder_for_training(encoder: SegmentEncoder, training: TrainingConfig) -> None:
-    """The training key that changes the encoder itself (gradient checkpointing), and its attention's cheaper
-    dropout mask on a CPU (models/attention.py)."""
+    """The encoder as transformers' own model (a loaded model's may be the inference one), the training key that
+    changes it (gradient checkpointing), and its attention's cheaper dropout mask on a CPU (models/attention.py)."""
+    encoder.make_trainable()
     if training.gradient_checkpointing:
         encoder.enable_gradient_checkpointing()
     encoder.use_cpu_attention_dropout()

@@ -1,0 +1,167 @@
+"""A BERT encoder's forward pass at inference, without transformers' model stack.
+
+``coref-pipeline predict`` spends its first seconds importing: transformers' BERT module alone pulls in
+``torch.distributed.tensor`` and transformers' weight-loading machinery, 2.5 s of a command that predicts
+LitBank test in some 15 s on a 2-core CPU (docs/benchmarks.md, "Throughput of ``predict`` on a CPU").
+:class:`InferenceBert` computes what transformers' ``BertModel`` computes at inference (no dropout, SDPA
+attention, no pooler output, which no coreference model reads), operation for operation in the same order,
+from the same weights under the same names: a model directory's ``encoder.model.*`` weights load into either.
+
+Only the configurations it computes exactly are taken (:func:`computes`: BERT's absolute positions, exact GELU,
+an encoder that is not a decoder); every other encoder stays transformers' own. Training needs dropout: a
+model built for inference gives its encoder back to transformers before it trains
+(``SegmentEncoder.make_trainable``), and this module refuses to run in training mode.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+# What this module computes as transformers' BertModel does; any other value of these keys is left to it
+# (absolute positions: a configuration may leave the key out, as transformers' own BertConfig does).
+COMPUTED_SETTINGS = {
+    "model_type": ("bert",),
+    "hidden_act": ("gelu",),
+    "position_embedding_type": (None, "absolute"),
+    "is_decoder": (False,),
+    "add_cross_attention": (False,),
+    "chunk_size_feed_forward": (0, None),
+}
+
+
+def computes(config: Any) -> bool:
+    """Whether :class:`InferenceBert` computes the encoder of this (transformers) configuration exactly."""
+    return all(getattr(config, key, None) in values for key, values in COMPUTED_SETTINGS.items())
+
+
+@dataclass(frozen=True)
+class BertOutput:
+    """What the segment encoder reads of transformers' output, under the same name."""
+
+    last_hidden_state: torch.Tensor  # [batch, width, hidden]
+
+
+class _Embeddings(nn.Module):
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id)
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        width = input_ids.shape[1]
+        positions = torch.arange(width, device=input_ids.device)  # [width]
+        embeddings = self.word_embeddings(input_ids) + self.token_type_embeddings.weight[0]  # [batch, width, hidden]
+        embeddings = embeddings + self.position_embeddings(positions)
+        return self.LayerNorm(embeddings)
+
+
+class _SelfAttention(nn.Module):
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.heads = config.num_attention_heads
+        self.head_size = config.hidden_size // config.num_attention_heads
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        shape = (*hidden.shape[:-1], self.heads, self.head_size)
+        query = self.query(hidden).view(shape).transpose(1, 2)  # [batch, heads, width, head_size]
+        key = self.key(hidden).view(shape).transpose(1, 2)
+        value = self.value(hidden).view(shape).transpose(1, 2)
+        attended = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=self.head_size**-0.5)
+        attended = attended.transpose(1, 2).contiguous()  # [batch, width, heads, head_size]
+        return attended.reshape(*hidden.shape[:-1], -1).contiguous()  # [batch, width, hidden]
+
+
+class _Residual(nn.Module):
+    """A dense layer, then layer normalisation of it added to the residual (BERT's "output" blocks)."""
+
+    def __init__(self, config: Any, inputs: int) -> None:
+        super().__init__()
+        self.dense = nn.Linear(inputs, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        return self.LayerNorm(self.dense(hidden) + residual)
+
+
+class _Attention(nn.Module):
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.self = _SelfAttention(config)
+        self.output = _Residual(config, config.hidden_size)
+
+
+class _Intermediate(nn.Module):
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+
+
+class _Layer(nn.Module):
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.attention = _Attention(config)
+        self.intermediate = _Intermediate(config)
+        self.output = _Residual(config, config.intermediate_size)
+
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        attended = self.attention.output(self.attention.self(hidden, mask), hidden)  # [batch, width, hidden]
+        expanded = F.gelu(self.intermediate.dense(attended))  # [batch, width, intermediate]
+        return self.output(expanded, attended)
+
+
+class _Layers(nn.Module):
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.layer = nn.ModuleList(_Layer(config) for _ in range(config.num_hidden_layers))
+
+
+class _Pooler(nn.Module):
+    """Held for the weights' names only: no coreference model reads the pooled output."""
+
+    def __init__(self, config: Any) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+
+class InferenceBert(nn.Module):
+    """transformers' ``BertModel`` at inference, for a configuration :func:`computes` takes.
+
+    ``config`` is the transformers configuration (kept as it is: the model directory writes it back).
+    """
+
+    def __init__(self, config: Any, pooler: bool = True) -> None:
+        super().__init__()
+        if not computes(config):
+            raise ValueError(f"InferenceBert does not compute a {getattr(config, 'model_type', None)!r} encoder")
+        self.config = config
+        self.embeddings = _Embeddings(config)
+        self.encoder = _Layers(config)
+        if pooler:
+            self.pooler = _Pooler(config)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embeddings.word_embeddings
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> BertOutput:
+        """``[batch, width]`` ids, and the mask of real tokens (None: no padding) -> ``last_hidden_state``."""
+        if self.training:
+            raise RuntimeError("InferenceBert computes no dropout: train the encoder as transformers' own model")
+        mask = None
+        if attention_mask is not None:
+            # [batch, 1, width, width]: each query may attend to every real key, as transformers' SDPA mask
+            width = attention_mask.shape[1]
+            mask = attention_mask.bool()[:, None, None, :].expand(-1, 1, width, -1)
+        hidden = self.embeddings(input_ids)  # [batch, width, hidden]
+        for layer in self.encoder.layer:
+            hidden = layer(hidden, mask)
+        return BertOutput(hidden)

@@ -1,0 +1,84 @@
+"""The BERT encoder computed without transformers' model stack: transformers' values, and refused where it is not."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import BertConfig
+
+from coref_pipeline.models.bert import InferenceBert, computes
+from coref_pipeline.models.encoder import SegmentEncoder
+from tests.models.tiny import VOCAB, make_document, tiny_config, tiny_encoder, tiny_tensors
+
+
+def inference_copy(encoder: SegmentEncoder) -> SegmentEncoder:
+    """The encoder as a model directory's is loaded to predict: built for inference, holding ``encoder``'s weights."""
+    loaded = SegmentEncoder.for_inference(encoder.model.config)
+    loaded.load_state_dict(encoder.state_dict())  # strict: the same names
+    return loaded.eval()
+
+
+@pytest.mark.parametrize("precision", [None, torch.bfloat16])
+def test_inference_bert_computes_what_transformers_computes(precision):
+    """The same operations in the same order on the same weights: the same values, bit for bit, padded segments
+    (masked) and unpadded ones (no mask), in fp32 and under CPU autocast to bf16."""
+    transformers_encoder = tiny_encoder(seed=5).eval()
+    loaded = inference_copy(transformers_encoder)
+    assert isinstance(loaded.model, InferenceBert)
+    document = tiny_tensors(make_document(num_segments=3), tiny_config())
+    lengths = document.lengths()
+    assert len(set(lengths)) > 1  # padding in the batch
+    for encoder in (transformers_encoder, loaded):
+        encoder.compute_dtype = precision
+    with torch.no_grad():
+        for given in (None, lengths):
+            expected = transformers_encoder(document.input_ids, document.attention_mask, given)
+            assert torch.equal(loaded(document.input_ids, document.attention_mask, given), expected)
+        one = document.input_ids[:1, : lengths[0]]  # one segment, no padding: no mask
+        expected = transformers_encoder(one, torch.ones_like(one), [lengths[0]])
+        assert torch.equal(loaded(one, torch.ones_like(one), [lengths[0]]), expected)
+
+
+def tiny_bert_config(**changes) -> BertConfig:
+    return BertConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        **changes,
+    )
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"position_embedding_type": "relative_key"}, {"hidden_act": "gelu_new"}, {"is_decoder": True}],
+    ids=["relative positions", "another activation", "a decoder"],
+)
+def test_an_encoder_it_does_not_compute_stays_transformers_own(changes):
+    config = tiny_bert_config(**changes)
+    assert not computes(config)
+    assert not isinstance(SegmentEncoder.for_inference(config).model, InferenceBert)
+    with pytest.raises(ValueError, match="does not compute"):
+        InferenceBert(config)
+    assert computes(tiny_bert_config())
+
+
+def test_training_takes_transformers_model_back_with_the_same_weights():
+    """``make_trainable`` before training: transformers' model (dropout, checkpointing), every weight kept, and the
+    random generator untouched (no initialisation); the inference module refuses to run in training mode."""
+    original = tiny_encoder(seed=7)
+    encoder = inference_copy(original)
+    encoder.train()
+    with pytest.raises(RuntimeError, match="no dropout"):
+        encoder.model(torch.zeros(1, 4, dtype=torch.long))
+    state = torch.random.get_rng_state()
+    encoder.make_trainable()
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert not isinstance(encoder.model, InferenceBert) and encoder.model.training
+    weights = encoder.state_dict()
+    assert weights.keys() == original.state_dict().keys()
+    assert all(torch.equal(weights[name], value) for name, value in original.state_dict().items())
+    encoder.enable_gradient_checkpointing()
+    assert encoder.is_checkpointing

@@ -135,6 +135,22 @@ def test_same_input_same_output_and_a_reloaded_model_agrees(models, tmp_path):
     assert CorefModel.load(tmp_path / "again").predict(UNICODE_TEXT).to_dict() == first.to_dict()
 
 
+def test_a_loaded_models_bert_encoder_predicts_what_transformers_own_predicts(tmp_path):
+    """``predict --precision 32`` writes what it wrote when transformers computed the encoder: a loaded model's
+    BERT encoder (``models/bert.py``) and the same model on transformers' own give the same result, both models."""
+    from coref_pipeline.models.bert import InferenceBert
+
+    for directory in save_tiny_models(tmp_path, threshold=-1e4):
+        ours, theirs = CorefModel.load(directory), CorefModel.load(directory)
+        theirs.model.encoder.make_trainable()
+        theirs.model.eval()
+        assert isinstance(ours.model.encoder.model, InferenceBert)
+        assert not isinstance(theirs.model.encoder.model, InferenceBert)
+        result = ours.predict(UNICODE_TEXT).to_dict()
+        assert result["clusters"]  # something to compare
+        assert json.dumps(result) == json.dumps(theirs.predict(UNICODE_TEXT).to_dict())
+
+
 def test_the_baseline_length_limit_raises_the_documented_error(tmp_path):
     baseline_dir, _ = save_tiny_models(tmp_path)
     text = " ".join(f"w{i % 50} w{(i + 7) % 50} w{(i + 3) % 50}." for i in range(40))  # 160 words, 1 subtoken each

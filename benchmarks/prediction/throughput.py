@@ -37,6 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
 
 import argparse
+import inspect
 import json
 import os
 import statistics
@@ -161,7 +162,10 @@ def child_phases(model: Path, precision: str, source: Path) -> None:
 
     imported = since_process_start()  # the interpreter's start and the library's imports (torch, transformers)
     begun = time.perf_counter()
-    trained = CorefModel.load(model, precision=precision)
+    options = {"precision": precision}
+    if "for_prediction" in inspect.signature(CorefModel.load).parameters:  # as `predict` loads it (not before)
+        options["for_prediction"] = True
+    trained = CorefModel.load(model, **options)
     loading = time.perf_counter() - begun
     encoder, encoding = trained.model.encoder, [0.0]
     forward = encoder.forward

@@ -98,7 +98,6 @@ def main() -> None:
         sys.exit(f"no baseline model at {args.baseline_dir}: run benchmarks/training/baseline.py first")
     torch.set_grad_enabled(True)
     baseline = CorefModel.load(args.baseline_dir)
-    baseline.model.encoder.make_trainable()  # as the training loop takes it: transformers' own, with its dropout
     preset_name, preset = incremental_preset(args.preset)
     values = {**{k: v for k, v in preset.items() if k in IncrementalConfig.keys()}, **parse_overrides(args.set)}
     config, _ = incremental_settings(baseline, values)

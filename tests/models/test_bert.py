@@ -65,20 +65,38 @@ def test_an_encoder_it_does_not_compute_stays_transformers_own(changes):
     assert computes(tiny_bert_config())
 
 
-def test_training_takes_transformers_model_back_with_the_same_weights():
-    """``make_trainable`` before training: transformers' model (dropout, checkpointing), every weight kept, and the
-    random generator untouched (no initialisation); the inference module refuses to run in training mode."""
+def test_training_takes_transformers_model_back_with_the_same_parameters():
+    """The inference module refuses training mode in one line; ``make_trainable`` gives the encoder to transformers'
+    own model (dropout, checkpointing) holding the very parameter objects (an optimiser made before still trains
+    them), the random generator untouched (no initialisation)."""
     original = tiny_encoder(seed=7)
     encoder = inference_copy(original)
+    parameters = list(encoder.parameters())
+    optimiser = torch.optim.SGD(parameters, lr=0.1)
+    document = tiny_tensors(make_document(num_segments=2), tiny_config())
     encoder.train()
-    with pytest.raises(RuntimeError, match="no dropout"):
-        encoder.model(torch.zeros(1, 4, dtype=torch.long))
+    with pytest.raises(RuntimeError, match=r"no dropout: .* call model.encoder.make_trainable\(\) first"):
+        encoder(document.input_ids, document.attention_mask)
     state = torch.random.get_rng_state()
     encoder.make_trainable()
     assert torch.equal(torch.random.get_rng_state(), state)
     assert not isinstance(encoder.model, InferenceBert) and encoder.model.training
+    assert [id(p) for p in encoder.parameters()] == [id(p) for p in parameters]
     weights = encoder.state_dict()
     assert weights.keys() == original.state_dict().keys()
     assert all(torch.equal(weights[name], value) for name, value in original.state_dict().items())
+    encoder(document.input_ids, document.attention_mask).sum().backward()
+    before = encoder.model.embeddings.word_embeddings.weight.clone()
+    optimiser.step()  # the optimiser made before the switch moves the model's weights
+    assert not torch.equal(encoder.model.embeddings.word_embeddings.weight, before)
     encoder.enable_gradient_checkpointing()
     assert encoder.is_checkpointing
+
+
+def test_the_pooled_output_is_transformers_own():
+    transformers_encoder = tiny_encoder(seed=9).eval()
+    loaded = inference_copy(transformers_encoder)
+    ids = torch.arange(5, 17).reshape(2, 6)
+    with torch.no_grad():
+        expected = transformers_encoder.model(input_ids=ids).pooler_output
+        assert torch.equal(loaded.model(ids).pooler_output, expected)

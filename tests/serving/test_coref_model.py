@@ -135,15 +135,14 @@ def test_same_input_same_output_and_a_reloaded_model_agrees(models, tmp_path):
     assert CorefModel.load(tmp_path / "again").predict(UNICODE_TEXT).to_dict() == first.to_dict()
 
 
-def test_a_loaded_models_bert_encoder_predicts_what_transformers_own_predicts(tmp_path):
-    """``predict --precision 32`` writes what it wrote when transformers computed the encoder: a loaded model's
-    BERT encoder (``models/bert.py``) and the same model on transformers' own give the same result, both models."""
+def test_a_model_loaded_for_prediction_predicts_what_transformers_encoder_predicts(tmp_path):
+    """``predict --precision 32`` writes what it wrote when transformers computed the encoder: a model loaded
+    ``for_prediction`` (its BERT encoder from ``models/bert.py``) and the same model loaded as before (transformers'
+    encoder) give the same result, both models."""
     from coref_pipeline.models.bert import InferenceBert
 
     for directory in save_tiny_models(tmp_path, threshold=-1e4):
-        ours, theirs = CorefModel.load(directory), CorefModel.load(directory)
-        theirs.model.encoder.make_trainable()
-        theirs.model.eval()
+        ours, theirs = CorefModel.load(directory, for_prediction=True), CorefModel.load(directory)
         assert isinstance(ours.model.encoder.model, InferenceBert)
         assert not isinstance(theirs.model.encoder.model, InferenceBert)
         result = ours.predict(UNICODE_TEXT).to_dict()

@@ -209,7 +209,6 @@ def test_the_encoder_trains_with_the_cpu_attention_and_is_saved_with_its_own(tmp
         return {m.dropout.p for m in modules if type(m).__name__.endswith("SelfAttention")}
 
     kept = train(fresh_model(), training_config(num_epochs=1, max_steps=2), tmp_path / "own")
-    kept.model.encoder.make_trainable()  # the best model is read back to predict; as the next training takes it
     assert attention_dropouts(kept) == {0.1}  # the encoder's own attention dropout
     # The loop's encoder settings: the attention trains with the cheaper CPU dropout mask; the
     # model is saved without it (loaded: HF's own sdpa).
@@ -217,9 +216,7 @@ def test_the_encoder_trains_with_the_cpu_attention_and_is_saved_with_its_own(tmp
     configure_encoder_for_training(encoder, training_config())
     assert encoder.model.config._attn_implementation == attention.IMPLEMENTATION
     assert kept.model.encoder.model.config._attn_implementation == "sdpa"
-    loaded = CorefModel.load(tmp_path / "own" / "best").model.encoder
-    loaded.make_trainable()
-    assert loaded.model.config._attn_implementation == "sdpa"
+    assert CorefModel.load(tmp_path / "own" / "best").model.encoder.model.config._attn_implementation == "sdpa"
 
 
 @pytest.mark.parametrize("singletons", [True, False])

@@ -213,6 +213,7 @@ def _load_model(
             max_top_antecedents=max_antecedents,
             min_coarse_score=min_coarse_score,
             revision=revision,
+            for_prediction=True,
         )
     except (OSError, ValueError, KeyError) as error:  # ConfigError is a ValueError
         raise CommandError(error) from None

@@ -68,7 +68,9 @@ def serve(
 
     try:  # loaded on the thread that will predict (serve.Predictor)
         predictor = Predictor(
-            lambda: CorefModel.load(model_dir, device=device, precision=precision, revision=revision),
+            lambda: CorefModel.load(
+                model_dir, device=device, precision=precision, revision=revision, for_prediction=True
+            ),
             model_dir,
             batch_tokens,
         )

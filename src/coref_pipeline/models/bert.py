@@ -4,13 +4,14 @@
 ``torch.distributed.tensor`` and transformers' weight-loading machinery, 2.5 s of a command that predicts
 LitBank test in some 15 s on a 2-core CPU (docs/benchmarks.md, "Throughput of ``predict`` on a CPU").
 :class:`InferenceBert` computes what transformers' ``BertModel`` computes at inference (no dropout, SDPA
-attention, no pooler output, which no coreference model reads), operation for operation in the same order,
-from the same weights under the same names: a model directory's ``encoder.model.*`` weights load into either.
+attention, the pooler's output), operation for operation in the same order, from the same weights under the same
+names: a model directory's ``encoder.model.*`` weights load into either.
 
-Only the configurations it computes exactly are taken (:func:`computes`: BERT's absolute positions, exact GELU,
-an encoder that is not a decoder); every other encoder stays transformers' own. Training needs dropout: a
-model built for inference gives its encoder back to transformers before it trains
-(``SegmentEncoder.make_trainable``), and this module refuses to run in training mode.
+A model is loaded with it only to predict (``CorefModel.load(..., for_prediction=True)``: ``predict``, ``serve``,
+the spaCy component), and only for the configurations it computes exactly (:func:`computes`: BERT's absolute
+positions, exact GELU, an encoder that is not a decoder); every other encoder stays transformers' own. Training
+needs dropout: this module refuses training mode, and ``SegmentEncoder.make_trainable`` (which the training loop
+calls first) gives the encoder back to transformers' model with the same parameters.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class BertOutput:
     """What the segment encoder reads of transformers' output, under the same name."""
 
     last_hidden_state: torch.Tensor  # [batch, width, hidden]
+    pooler_output: torch.Tensor | None  # [batch, hidden]: tanh of the dense layer on [CLS]; None without a pooler
 
 
 class _Embeddings(nn.Module):
@@ -126,11 +128,12 @@ class _Layers(nn.Module):
 
 
 class _Pooler(nn.Module):
-    """Held for the weights' names only: no coreference model reads the pooled output."""
-
     def __init__(self, config: Any) -> None:
         super().__init__()
         self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.dense(hidden[:, 0]))  # [batch, hidden]
 
 
 class InferenceBert(nn.Module):
@@ -155,7 +158,10 @@ class InferenceBert(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None) -> BertOutput:
         """``[batch, width]`` ids, and the mask of real tokens (None: no padding) -> ``last_hidden_state``."""
         if self.training:
-            raise RuntimeError("InferenceBert computes no dropout: train the encoder as transformers' own model")
+            raise RuntimeError(
+                "InferenceBert computes no dropout: to train a model loaded for_prediction, call "
+                "model.encoder.make_trainable() first"
+            )
         mask = None
         if attention_mask is not None:
             # [batch, 1, width, width]: each query may attend to every real key, as transformers' SDPA mask
@@ -164,4 +170,5 @@ class InferenceBert(nn.Module):
         hidden = self.embeddings(input_ids)  # [batch, width, hidden]
         for layer in self.encoder.layer:
             hidden = layer(hidden, mask)
-        return BertOutput(hidden)
+        pooler = getattr(self, "pooler", None)
+        return BertOutput(hidden, None if pooler is None else pooler(hidden))

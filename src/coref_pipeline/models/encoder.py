@@ -45,16 +45,18 @@ class SegmentEncoder(nn.Module):
 
     @classmethod
     def for_inference(cls, config) -> SegmentEncoder:
-        """The encoder of a saved model to predict with: a BERT encoder computed without importing transformers'
-        model stack (:mod:`coref_pipeline.models.bert`, the same values), any other as :meth:`from_config`. Its
-        weights are uninitialised until loaded; :meth:`make_trainable` before training it."""
+        """The encoder of a saved model to predict with (``CorefModel.load(..., for_prediction=True)``): a BERT
+        encoder computed without importing transformers' model stack (:mod:`coref_pipeline.models.bert`, the same
+        values), any other as :meth:`from_config`. Its weights are uninitialised until loaded; it refuses training
+        mode until :meth:`make_trainable`."""
         from coref_pipeline.models.bert import InferenceBert, computes
 
         return cls(InferenceBert(config)) if computes(config) else cls.from_config(config)
 
     def make_trainable(self) -> None:
-        """Give an encoder built :meth:`for_inference` back to transformers' own model, with its weights, device
-        and mode: training needs its dropout (and its gradient checkpointing, its CPU attention dropout)."""
+        """Give an encoder built :meth:`for_inference` back to transformers' own model, holding the same parameter
+        objects (an optimiser made before still trains them), on the same device, in the same mode: training needs
+        its dropout (and its gradient checkpointing, its CPU attention dropout). The training loop does it first."""
         from coref_pipeline.models.bert import InferenceBert
 
         if not isinstance(self.model, InferenceBert):
@@ -63,10 +65,13 @@ class SegmentEncoder(nn.Module):
 
         from coref_pipeline.models.serialization import build_with_weights
 
-        weights = self.model.state_dict()
-        device = weights["embeddings.word_embeddings.weight"].device
-        # built as a model directory's encoder is loaded (no random initialisation): every weight, strictly
-        model = build_with_weights(lambda: AutoModel.from_config(self.model.config), weights)
+        parameters = dict(self.model.named_parameters())
+        device = parameters["embeddings.word_embeddings.weight"].device
+        # built as a model directory's encoder is loaded (no random initialisation: the generator untouched)
+        model = build_with_weights(lambda: AutoModel.from_config(self.model.config), self.model.state_dict())
+        for name in dict(model.named_parameters()):
+            owner, _, leaf = name.rpartition(".")
+            setattr(model.get_submodule(owner), leaf, parameters[name])
         self.model = model.to(device).train(self.training)
 
     def enable_gradient_checkpointing(self) -> None:

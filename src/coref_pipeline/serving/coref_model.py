@@ -127,6 +127,7 @@ class CorefModel:
         max_top_antecedents: int | None = None,
         min_coarse_score: float | None = None,
         revision: str | None = None,
+        for_prediction: bool = False,
     ) -> CorefModel:
         """Load a model directory written by ``save`` (safetensors and JSON only), or a Hub model id
         (``owner/name``, at ``revision``: a branch, tag or commit) through ``huggingface_hub``'s cache
@@ -148,7 +149,10 @@ class CorefModel:
         antecedents (the incremental model's columns) whose coarse score is at most this are not
         scored by the fine FFNN, instead of the model's own setting (None: all are; on LitBank 0
         leaves a third of the baseline's pairs and the same test F1, docs/benchmarks.md); the
-        incremental model takes it with ``score: calibrated`` only.
+        incremental model takes it with ``score: calibrated`` only. ``for_prediction``: a BERT encoder
+        computed without importing transformers' model stack (``models/bert.py``: the same values, 2.5 s less
+        start-up), as ``predict``, ``serve`` and the spaCy component load; such a model refuses training mode until
+        ``model.encoder.make_trainable()`` (the training loop calls it).
         """
         target = resolve_device(device)
         directory = resolve_model_directory(directory, revision)
@@ -169,9 +173,8 @@ class CorefModel:
             if value is not None
         }
         config = dataclasses.replace(config, **fine_stage)
-        model = build_with_weights(
-            lambda: model_class(config, SegmentEncoder.for_inference(encoder_config)), state_dict
-        )
+        encoder_for = SegmentEncoder.for_inference if for_prediction else SegmentEncoder.from_config
+        model = build_with_weights(lambda: model_class(config, encoder_for(encoder_config)), state_dict)
         model.to(target).eval()
         return cls(model_type, model, tokenizer, precision, read_training_record(directory))
 

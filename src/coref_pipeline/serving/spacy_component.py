@@ -78,7 +78,11 @@ class CorefComponent:
             if not self.model_path:
                 raise ValueError(f'{self.name}: no model; add it with config={{"model": "path/to/model_directory"}}')
             self._model = CorefModel.load(
-                self.model_path, device=self.device, precision=self.precision, revision=self.revision
+                self.model_path,
+                device=self.device,
+                precision=self.precision,
+                revision=self.revision,
+                for_prediction=True,
             )
         return self._model
 

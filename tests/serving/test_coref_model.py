@@ -150,6 +150,25 @@ def test_a_model_loaded_for_prediction_predicts_what_transformers_encoder_predic
         assert json.dumps(result) == json.dumps(theirs.predict(UNICODE_TEXT).to_dict())
 
 
+def test_a_model_loaded_for_prediction_draws_no_initial_weights_and_imports_no_compiler(tmp_path):
+    """The weights are copied into a model built on the meta device without drawing its initial values: drawing a
+    meta embedding's (torch computes ``normal_`` there in Python behind a guard) imported ``torch._dynamo``, 1.5-2.3 s
+    of a ``predict`` command on a 2-core CPU. Loaded for prediction and predicting, both models import neither it
+    nor transformers' model stack; a fresh process, so that no other test's imports count."""
+    script = textwrap.dedent(
+        """
+        import sys
+        from coref_pipeline import CorefModel
+        for directory in sys.argv[1:]:
+            CorefModel.load(directory, for_prediction=True).predict("Ada met Charles. He showed her his engine.")
+        print(sorted(name for name in ("torch._dynamo", "transformers.modeling_utils") if name in sys.modules))
+        """
+    )
+    directories = [str(directory) for directory in save_tiny_models(tmp_path)]
+    found = subprocess.run([sys.executable, "-c", script, *directories], capture_output=True, text=True, check=True)
+    assert found.stdout.strip() == "[]", found.stdout + found.stderr
+
+
 def test_the_baseline_length_limit_raises_the_documented_error(tmp_path):
     baseline_dir, _ = save_tiny_models(tmp_path)
     text = " ".join(f"w{i % 50} w{(i + 7) % 50} w{(i + 3) % 50}." for i in range(40))  # 160 words, 1 subtoken each

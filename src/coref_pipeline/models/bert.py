@@ -45,7 +45,7 @@ class BertOutput:
     """What the segment encoder reads of transformers' output, under the same name."""
 
     last_hidden_state: torch.Tensor  # [batch, width, hidden]
-    pooler_output: torch.Tensor | None  # [batch, hidden]: tanh of the dense layer on [CLS]; None without a pooler
+    pooler_output: torch.Tensor  # [batch, hidden]: tanh of the dense layer on [CLS]
 
 
 class _Embeddings(nn.Module):
@@ -142,15 +142,14 @@ class InferenceBert(nn.Module):
     ``config`` is the transformers configuration (kept as it is: the model directory writes it back).
     """
 
-    def __init__(self, config: Any, pooler: bool = True) -> None:
+    def __init__(self, config: Any) -> None:
         super().__init__()
         if not computes(config):
             raise ValueError(f"InferenceBert does not compute a {getattr(config, 'model_type', None)!r} encoder")
         self.config = config
         self.embeddings = _Embeddings(config)
         self.encoder = _Layers(config)
-        if pooler:
-            self.pooler = _Pooler(config)
+        self.pooler = _Pooler(config)  # as transformers' AutoModel builds a BERT (with its pooling layer)
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.embeddings.word_embeddings
@@ -170,5 +169,4 @@ class InferenceBert(nn.Module):
         hidden = self.embeddings(input_ids)  # [batch, width, hidden]
         for layer in self.encoder.layer:
             hidden = layer(hidden, mask)
-        pooler = getattr(self, "pooler", None)
-        return BertOutput(hidden, None if pooler is None else pooler(hidden))
+        return BertOutput(hidden, self.pooler(hidden))

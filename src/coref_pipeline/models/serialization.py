@@ -24,6 +24,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from coref_pipeline.files import atomic_directory, atomic_path, atomic_write_json
 from coref_pipeline.models.directory import (
@@ -108,19 +109,41 @@ def save_model_directory(
             write_training_record(training, folder)
 
 
+# The tensor methods torch.nn.init's initialisers end in (the modules' own reset_parameters and HF's _init_weights)
+_TENSOR_INITIALISERS = frozenset(
+    getattr(torch.Tensor, name)
+    for name in ("normal_", "uniform_", "fill_", "zero_", "bernoulli_", "exponential_", "geometric_", "random_")
+)
+
+
+class _SkipMetaInitialisation(TorchFunctionMode):
+    """Initialisers hand a meta tensor back as it is: it has no values to draw. Drawing them anyway costs a
+    prediction's load the import of ``torch._dynamo`` (torch computes ``normal_`` on the meta device in Python
+    behind a dynamo guard: 1.5-2.3 s on a 2-core CPU, more than the rest of the load), for nothing: the weights
+    are copied in afterwards. Every other operation runs as it does (the shapes are the same)."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _TENSOR_INITIALISERS or getattr(func, "__module__", None) == "torch.nn.init":
+            tensor = args[0] if args else kwargs.get("tensor")  # torch.nn.init passes it by name
+            if isinstance(tensor, torch.Tensor) and tensor.is_meta:
+                return tensor
+        return func(*args, **kwargs)
+
+
 def build_with_weights(build: Callable[[], nn.Module], state_dict: dict[str, torch.Tensor]) -> nn.Module:
     """The module ``build()`` makes, holding ``state_dict``'s weights (every one: strict), built without the
     random initialisation that the weights then replace.
 
-    It is built on the meta device (no memory, no initialisation), given uninitialised memory on the CPU, its
-    buffers that no state dict holds (HF's position and token type ids) filled by the initialisation of the HF
-    model that owns them (``_init_weights``, which transformers 5 uses for the same purpose), then the weights
+    It is built on the meta device (no memory, no initialisation: ``_SkipMetaInitialisation`` skips the
+    initialisers), given uninitialised memory on the CPU, its buffers that no state dict holds (HF's position and
+    token type ids) filled by the initialisation of the HF model that owns them (``_init_weights``, which transformers 5 uses for the same purpose), then the weights
     copied in. A module with such a buffer outside an HF model is built as ``build()`` builds it. The same
     module, parameter for parameter and buffer for buffer, as ``build()`` followed by ``load_state_dict``; on
     the packaged MiniLM's baseline a load of 3.5-5.3 s in ``predict`` against 5.5-6.8 s for one that initialised
     them (docs/benchmarks.md, "Throughput of ``predict`` on a CPU": the load column; measured on different days).
     """
-    with torch.device("meta"):
+    with torch.device("meta"), _SkipMetaInitialisation():
         model = build()
     persistent = set(model.state_dict())
     owners = {name.rpartition(".")[0] for name, _ in model.named_buffers() if name not in persistent}

@@ -140,8 +140,9 @@ class CorefModel:
         :class:`~coref_pipeline.runtime.devices.DeviceError`. ``precision``: ``32`` (default) or
         ``bf16-mixed`` / ``16-mixed``, computed under autocast (on a CPU the encoder alone, the scorers in
         fp32: ``inference_autocast``), or ``auto`` (bf16-mixed where the device computes bf16 natively,
-        else 32). On a CPU with AMX, bf16 predicts OntoNotes-shaped documents 1.13x as fast as fp32, LitBank
-        test 1.04x, F1 within 0.11 (docs/benchmarks.md, "Throughput of ``predict`` on a CPU").
+        else 32). With the bf16 encoder ``predict`` reads LitBank test 1.21x and OntoNotes-shaped documents 1.19x
+        the documents/s of fp32 on a 2-core AMD EPYC with AVX-512 BF16, F1 within 0.1 (docs/benchmarks.md,
+        "Throughput of ``predict`` on a CPU").
         ``max_top_antecedents`` (baseline): the antecedents per span kept by the coarse
         score for the fine FFNN at inference, instead of the model's own (50): fewer is
         faster, the fine stage's cost is proportional to it, and may cost F1

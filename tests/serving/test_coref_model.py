@@ -152,8 +152,8 @@ def test_a_model_loaded_for_prediction_predicts_what_transformers_encoder_predic
 
 def test_a_model_loaded_for_prediction_draws_no_initial_weights_and_imports_no_compiler(tmp_path):
     """The weights are copied into a model built on the meta device without drawing its initial values: drawing a
-    meta embedding's (torch computes ``normal_`` there in Python behind a guard) imported ``torch._dynamo``, 1.5-2.3 s
-    of a ``predict`` command on a 2-core CPU. Loaded for prediction and predicting, both models import neither it
+    meta embedding's (torch computes ``normal_`` there in Python behind a guard) imported ``torch._dynamo``, 1.1 s of
+    a ``predict`` command on a 2-core CPU (``PYTHONPROFILEIMPORTTIME``). Loaded for prediction and predicting, both models import neither it
     nor transformers' model stack; a fresh process, so that no other test's imports count."""
     script = textwrap.dedent(
         """

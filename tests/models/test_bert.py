@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 from transformers import BertConfig
@@ -9,6 +11,13 @@ from transformers import BertConfig
 from coref_pipeline.models.bert import InferenceBert, computes
 from coref_pipeline.models.encoder import SegmentEncoder
 from tests.models.tiny import VOCAB, make_document, tiny_config, tiny_encoder, tiny_tensors
+
+
+def described(config) -> dict:
+    """A transformers configuration's values, less those that say where it was read from."""
+    from coref_pipeline.models.serialization import PROVENANCE_KEYS
+
+    return {key: value for key, value in config.to_dict().items() if key not in PROVENANCE_KEYS}
 
 
 def inference_copy(encoder: SegmentEncoder) -> SegmentEncoder:
@@ -100,3 +109,34 @@ def test_the_pooled_output_is_transformers_own():
     with torch.no_grad():
         expected = transformers_encoder.model(input_ids=ids).pooler_output
         assert torch.equal(loaded.model(ids).pooler_output, expected)
+
+
+def test_a_stored_configuration_is_read_only_when_it_states_what_inference_bert_reads(tmp_path):
+    """``StoredBertConfig.read`` (a model directory's ``encoder/config.json`` for prediction, read without
+    transformers): the transformers configuration it stands for is the one transformers reads from the same file,
+    and InferenceBert from it computes what it computes from that one. A file that leaves out a setting InferenceBert
+    reads (transformers would fill in its default) or names one it does not compute is not read: transformers'
+    configuration is used instead."""
+    from transformers import AutoConfig
+
+    from coref_pipeline.models.bert import StoredBertConfig
+
+    original = tiny_encoder(seed=5).eval()
+    original.model.config.save_pretrained(tmp_path / "whole")
+    stored = StoredBertConfig.read(tmp_path / "whole" / "config.json")
+    theirs = AutoConfig.from_pretrained(tmp_path / "whole")
+    assert stored is not None and described(stored.to_transformers()) == described(theirs)
+    ours, transformers_own = SegmentEncoder.for_inference(stored), SegmentEncoder.for_inference(theirs)
+    for encoder in (ours, transformers_own):
+        encoder.load_state_dict(original.state_dict())
+        encoder.eval()
+    ids = torch.arange(5, 17).reshape(2, 6)
+    with torch.no_grad():
+        assert torch.equal(ours.model(ids).last_hidden_state, transformers_own.model(ids).last_hidden_state)
+    for name, change in (("short", {"layer_norm_eps": None}), ("other", {"hidden_act": "gelu_new"})):
+        values = theirs.to_dict()
+        values.update(change)
+        values = {key: value for key, value in values.items() if value is not None}
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text(json.dumps(values))
+        assert StoredBertConfig.read(tmp_path / name / "config.json") is None, name

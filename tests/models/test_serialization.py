@@ -125,3 +125,36 @@ def test_a_buffer_outside_an_hf_model_is_built_as_the_module_builds_it():
     weights = WithSteps().state_dict()
     built = serialization.build_with_weights(WithSteps, weights)
     assert torch.equal(built.steps, torch.arange(4)) and torch.equal(built.linear.weight, weights["linear.weight"])
+
+
+def test_a_directory_loaded_for_prediction_gives_what_transformers_gives(tmp_path):
+    """``load_model_directory(..., for_prediction=True)`` reads the encoder's configuration and the tokenizer without
+    transformers (``StoredBertConfig``, ``DeferredTokenizer``): the same ids (an unknown token's too), vocabulary and
+    fingerprint as transformers' tokenizer of the folder, the same configuration, and a model loaded so saves the
+    same bytes. The packaged MiniLM's tokenizer (a real vocabulary, lower-casing) reads as transformers reads it."""
+    from coref_pipeline.formats.segmentation import tokenizer_fingerprint
+    from coref_pipeline.models.bert import StoredBertConfig
+    from coref_pipeline.pretrained import embedded_minilm_path, load_tokenizer
+    from tests.models.test_bert import described
+    from tests.models.tiny import VOCAB
+
+    tiny_model().save(tmp_path / "saved")
+    _, _, config, _, tokenizer = serialization.load_model_directory(tmp_path / "saved", for_prediction=True)
+    _, _, their_config, _, theirs = serialization.load_model_directory(tmp_path / "saved")
+    assert isinstance(config, StoredBertConfig) and isinstance(tokenizer, serialization.DeferredTokenizer)
+    assert described(config.to_transformers()) == described(their_config)
+    tokens = [*VOCAB, "w60", "ünknown"]
+    assert tokenizer.convert_tokens_to_ids(VOCAB) == theirs.convert_tokens_to_ids(VOCAB)
+    assert tokenizer.convert_tokens_to_ids(tokens) == theirs.convert_tokens_to_ids(tokens)
+    assert tokenizer.convert_tokens_to_ids("w7") == theirs.convert_tokens_to_ids("w7")
+    assert tokenizer.get_vocab() == theirs.get_vocab()
+    assert tokenizer_fingerprint(tokenizer) == tokenizer_fingerprint(theirs)
+    CorefModel.load(tmp_path / "saved", for_prediction=True).save(tmp_path / "again")
+    assert contents(tmp_path / "again") == contents(tmp_path / "saved")
+
+    minilm = serialization.DeferredTokenizer(Path(embedded_minilm_path()))
+    transformers_minilm = load_tokenizer("embedded:minilm")
+    assert minilm.get_vocab() == transformers_minilm.get_vocab()
+    assert tokenizer_fingerprint(minilm) == tokenizer_fingerprint(transformers_minilm)
+    words = ["Ada", "met", "Babbage", "in", "1833", "##s", "[CLS]", "naïve", "zzqxj"]
+    assert minilm.convert_tokens_to_ids(words) == transformers_minilm.convert_tokens_to_ids(words)

@@ -12,9 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from coref_pipeline.config_base import Config, ConfigError
 from coref_pipeline.formats.conll import (
@@ -33,6 +31,9 @@ from coref_pipeline.formats.segmentation import (
     segment_words,
 )
 from coref_pipeline.pretrained import PretrainedUnavailableError, load_tokenizer
+
+if TYPE_CHECKING:  # imported where a frame is built: `predict` reads no frame (0.2 s of its start)
+    import pandas as pd
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +104,8 @@ def documents_to_frame(
         }
         for document in documents
     ]
+    import pandas as pd
+
     return pd.DataFrame(rows, columns=WORD_DOCUMENT_COLUMNS)
 
 

@@ -16,7 +16,9 @@ calls first) gives the encoder back to transformers' model with the same paramet
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -35,9 +37,64 @@ COMPUTED_SETTINGS = {
 }
 
 
+# What InferenceBert reads of a configuration besides COMPUTED_SETTINGS.
+READ_SETTINGS = (
+    "vocab_size",
+    "hidden_size",
+    "pad_token_id",
+    "max_position_embeddings",
+    "type_vocab_size",
+    "layer_norm_eps",
+    "num_attention_heads",
+    "intermediate_size",
+    "num_hidden_layers",
+)
+
+
 def computes(config: Any) -> bool:
     """Whether :class:`InferenceBert` computes the encoder of this (transformers) configuration exactly."""
     return all(getattr(config, key, None) in values for key, values in COMPUTED_SETTINGS.items())
+
+
+class StoredBertConfig:
+    """A BERT encoder's ``config.json`` as :class:`InferenceBert` reads it, without importing transformers
+    (0.7 s of a ``predict`` command, docs/benchmarks.md). :meth:`read` takes only a file that states every
+    setting InferenceBert reads and that it computes; the transformers configuration it stands for is
+    :meth:`to_transformers`, which ``save_pretrained`` writes and training builds transformers' model from."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self._values = dict(values)
+
+    @classmethod
+    def read(cls, path: str | Path) -> StoredBertConfig | None:
+        """The configuration in the JSON file ``path``; None where InferenceBert would need transformers'
+        defaults to read it (a key it reads is missing) or does not compute it (:func:`computes`)."""
+        values = json.loads(Path(path).read_text(encoding="utf-8"))
+        explicit = ("model_type", "hidden_act", "is_decoder", "add_cross_attention", *READ_SETTINGS)
+        if not isinstance(values, dict) or any(key not in values for key in explicit):
+            return None
+        config = cls(values)
+        return config if computes(config) else None
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.__dict__["_values"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def to_transformers(self) -> Any:
+        """The transformers configuration of these values (as ``AutoConfig.from_pretrained`` reads the file)."""
+        from transformers import CONFIG_MAPPING
+
+        return CONFIG_MAPPING[self._values["model_type"]].from_dict(self._values)
+
+    def save_pretrained(self, folder: str | Path) -> None:
+        self.to_transformers().save_pretrained(folder)
+
+
+def transformers_config(config: Any) -> Any:
+    """``config`` as a transformers configuration (a :class:`StoredBertConfig` converted)."""
+    return config.to_transformers() if isinstance(config, StoredBertConfig) else config
 
 
 @dataclass(frozen=True)
@@ -139,7 +196,8 @@ class _Pooler(nn.Module):
 class InferenceBert(nn.Module):
     """transformers' ``BertModel`` at inference, for a configuration :func:`computes` takes.
 
-    ``config`` is the transformers configuration (kept as it is: the model directory writes it back).
+    ``config`` is the transformers configuration or a :class:`StoredBertConfig` (kept as it is: the model
+    directory writes it back).
     """
 
     def __init__(self, config: Any) -> None:

@@ -41,7 +41,9 @@ class SegmentEncoder(nn.Module):
         """A randomly initialised encoder (tests, or a config saved in a model directory)."""
         from transformers import AutoModel
 
-        return cls(AutoModel.from_config(config))
+        from coref_pipeline.models.bert import transformers_config
+
+        return cls(AutoModel.from_config(transformers_config(config)))
 
     @classmethod
     def for_inference(cls, config) -> SegmentEncoder:
@@ -57,7 +59,7 @@ class SegmentEncoder(nn.Module):
         """Give an encoder built :meth:`for_inference` back to transformers' own model, holding the same parameter
         objects (an optimiser made before still trains them), on the same device, in the same mode: training needs
         its dropout (and its gradient checkpointing, its CPU attention dropout). The training loop does it first."""
-        from coref_pipeline.models.bert import InferenceBert
+        from coref_pipeline.models.bert import InferenceBert, transformers_config
 
         if not isinstance(self.model, InferenceBert):
             return
@@ -67,8 +69,9 @@ class SegmentEncoder(nn.Module):
 
         parameters = dict(self.model.named_parameters())
         device = parameters["embeddings.word_embeddings.weight"].device
+        config = transformers_config(self.model.config)
         # built as a model directory's encoder is loaded (no random initialisation: the generator untouched)
-        model = build_with_weights(lambda: AutoModel.from_config(self.model.config), self.model.state_dict())
+        model = build_with_weights(lambda: AutoModel.from_config(config), self.model.state_dict())
         for name in dict(model.named_parameters()):
             owner, _, leaf = name.rpartition(".")
             setattr(model.get_submodule(owner), leaf, parameters[name])

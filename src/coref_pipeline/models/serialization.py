@@ -40,6 +40,7 @@ __all__ = [
     "CONFIG",
     "FORMAT_VERSION",
     "WEIGHTS",
+    "DeferredTokenizer",
     "ModelDirectoryError",
     "PROVENANCE_KEYS",
     "atomic_save_tensors",
@@ -52,6 +53,7 @@ __all__ = [
 
 FORMAT_VERSION = 2  # 2: span and pair scorers under span_scorer./pair_scorer. (1 is upgraded on load)
 WEIGHTS = "model.safetensors"
+TOKENIZER_FILE = "tokenizer.json"  # the ``tokenizers`` file ``save_pretrained`` writes of a fast tokenizer
 
 
 OS_ERROR_IN_MESSAGE = re.compile(r"\(os error (\d+)\)")
@@ -119,8 +121,8 @@ _TENSOR_INITIALISERS = frozenset(
 class _SkipMetaInitialisation(TorchFunctionMode):
     """Initialisers hand a meta tensor back as it is: it has no values to draw. Drawing them anyway costs a
     prediction's load the import of ``torch._dynamo`` (torch computes ``normal_`` on the meta device in Python
-    behind a dynamo guard: 1.5-2.3 s on a 2-core CPU, more than the rest of the load), for nothing: the weights
-    are copied in afterwards. Every other operation runs as it does (the shapes are the same)."""
+    behind a dynamo guard: 1.1 s of a ``predict`` command on a 2-core CPU by ``PYTHONPROFILEIMPORTTIME``), for
+    nothing: the weights are copied in afterwards. Every other operation runs as it does (the shapes are the same)."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -137,8 +139,8 @@ def build_with_weights(build: Callable[[], nn.Module], state_dict: dict[str, tor
 
     It is built on the meta device (no memory, no initialisation: ``_SkipMetaInitialisation`` skips the
     initialisers), given uninitialised memory on the CPU, its buffers that no state dict holds (HF's position and
-    token type ids) filled by the initialisation of the HF model that owns them (``_init_weights``, which transformers 5 uses for the same purpose), then the weights
-    copied in. A module with such a buffer outside an HF model is built as ``build()`` builds it. The same
+    token type ids) filled by the initialisation of the HF model that owns them (``_init_weights``, which
+    transformers 5 uses for the same purpose), then the weights copied in. A module with such a buffer outside an HF model is built as ``build()`` builds it. The same
     module, parameter for parameter and buffer for buffer, as ``build()`` followed by ``load_state_dict``; on
     the packaged MiniLM's baseline a load of 3.5-5.3 s in ``predict`` against 5.5-6.8 s for one that initialised
     them (docs/benchmarks.md, "Throughput of ``predict`` on a CPU": the load column; measured on different days).
@@ -172,10 +174,67 @@ def build_with_weights(build: Callable[[], nn.Module], state_dict: dict[str, tor
     return model
 
 
-def load_model_directory(directory: str | Path) -> tuple[str, dict[str, Any], Any, dict[str, torch.Tensor], Any]:
-    """``(model_type, model_config, encoder_config, state_dict, tokenizer)`` of a model directory."""
-    from transformers import AutoConfig, AutoTokenizer
+class DeferredTokenizer:
+    """A model directory's tokenizer for prediction: what reading segmented documents needs (the subtokens'
+    ids, the vocabulary and its fingerprint) from the ``tokenizers`` file alone, and transformers' tokenizer
+    (``AutoTokenizer``, the same file) loaded at the first other use: raw text, saving. ``predict`` on
+    jsonlines then imports no transformers (0.7 s of its start, docs/benchmarks.md).
 
+    The file is what ``save_pretrained`` wrote of transformers' tokenizer, so its backend is the one
+    transformers loads from it (``tests/models/test_serialization.py`` holds the two equal).
+    """
+
+    def __init__(self, folder: Path) -> None:
+        from tokenizers import Tokenizer
+
+        self._folder = folder
+        self.backend_tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+        self._loaded: Any = None
+
+    @property
+    def loaded(self) -> Any:
+        """transformers' tokenizer of the same folder (loaded at the first call)."""
+        if self._loaded is None:
+            from transformers import AutoTokenizer
+
+            self._loaded = AutoTokenizer.from_pretrained(self._folder)
+        return self._loaded
+
+    def convert_tokens_to_ids(self, tokens: str | list[str]) -> int | list[int]:
+        """As transformers' fast tokenizer converts them: a token outside the vocabulary is the unknown token."""
+        if isinstance(tokens, str):
+            return self.convert_tokens_to_ids([tokens])[0]
+        ids = [self.backend_tokenizer.token_to_id(token) for token in tokens]
+        if None in ids:
+            unknown = self.loaded.unk_token_id
+            ids = [unknown if index is None else index for index in ids]
+        return ids
+
+    def get_vocab(self) -> dict[str, int]:
+        """Every token's id, the added tokens' too (as transformers' fast tokenizer gives them)."""
+        return self.backend_tokenizer.get_vocab(with_added_tokens=True)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.loaded, name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.loaded(*args, **kwargs)
+
+    def __len__(self) -> int:
+        return len(self.loaded)
+
+
+def load_model_directory(
+    directory: str | Path, for_prediction: bool = False
+) -> tuple[str, dict[str, Any], Any, dict[str, torch.Tensor], Any]:
+    """``(model_type, model_config, encoder_config, state_dict, tokenizer)`` of a model directory.
+
+    ``for_prediction``: a BERT configuration that :class:`~coref_pipeline.models.bert.InferenceBert` computes
+    as a :class:`~coref_pipeline.models.bert.StoredBertConfig` and the tokenizer a :class:`DeferredTokenizer`,
+    so that a jsonlines ``predict`` does not import transformers; otherwise (and for any other encoder)
+    transformers' own."""
     directory = Path(directory)
     stored = read_stored_config(directory)
     model_type = stored["model_type"]
@@ -184,8 +243,21 @@ def load_model_directory(directory: str | Path) -> tuple[str, dict[str, Any], An
         raise ModelDirectoryError(
             f"{directory}: unsupported model directory format {version!r} (this version reads 1 and 2)"
         )
-    encoder_config = AutoConfig.from_pretrained(directory / "encoder")
-    tokenizer = AutoTokenizer.from_pretrained(directory / TOKENIZER)
+    encoder_config = tokenizer = None
+    if for_prediction:
+        from coref_pipeline.models.bert import StoredBertConfig
+
+        encoder_config = StoredBertConfig.read(directory / "encoder" / "config.json")
+        if (directory / TOKENIZER / TOKENIZER_FILE).is_file():
+            tokenizer = DeferredTokenizer(directory / TOKENIZER)
+    if encoder_config is None:
+        from transformers import AutoConfig
+
+        encoder_config = AutoConfig.from_pretrained(directory / "encoder")
+    if tokenizer is None:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(directory / TOKENIZER)
     state_dict = load_file(directory / WEIGHTS)
     if version == 1:
         from coref_pipeline.models.scorers import upgrade_version_1_names

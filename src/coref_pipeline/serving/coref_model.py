@@ -157,7 +157,9 @@ class CorefModel:
         """
         target = resolve_device(device)
         directory = resolve_model_directory(directory, revision)
-        model_type, model_config, encoder_config, state_dict, tokenizer = load_model_directory(directory)
+        model_type, model_config, encoder_config, state_dict, tokenizer = load_model_directory(
+            directory, for_prediction
+        )
         if model_type not in MODEL_TYPES:
             raise ModelDirectoryError(f"{directory} holds a {model_type!r} model; known models: {sorted(MODEL_TYPES)}")
         config_class, model_class = MODEL_TYPES[model_type]

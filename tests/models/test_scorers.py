@@ -45,6 +45,30 @@ def test_the_pair_scorers_first_layer_parts_are_cast_once_under_autocast_with_th
     assert torch.equal(once_grad, views_grad) and once_grad.abs().sum() > 0
 
 
+def test_the_pair_scorer_computes_in_the_inference_dtype_only_without_a_graph_or_an_autocast_of_the_caller():
+    """``computing_in(bf16)`` (CPU inference with native bf16): ``scores`` computes as under the caller's own bf16
+    autocast, returns float32, and leaves a computation that records a graph (training) as it was."""
+    torch.manual_seed(0)
+    scorer = BaselineCorefModel(tiny_config(), tiny_encoder(seed=1)).pair_scorer.eval()
+    d = scorer.span_dim
+    targets, candidates = torch.randn(3, d), torch.randn(5, d)
+    index = torch.tensor([[0, 1, 2], [1, 2, 3], [2, 3, 4]])
+    features = torch.randn(3, 3, scorer.feature_size)
+    with torch.no_grad():
+        fp32 = scorer.scores(targets, candidates, index, features)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            bf16 = scorer.scores(targets, candidates, index, features)
+        with scorer.computing_in(torch.bfloat16):
+            ours = scorer.scores(targets, candidates, index, features)
+            with torch.autocast("cpu", dtype=torch.bfloat16):  # the caller's autocast: computed as it asks
+                assert torch.equal(scorer.scores(targets, candidates, index, features), bf16)
+    assert scorer.inference_dtype is None  # restored
+    assert ours.dtype == torch.float32 and torch.equal(ours, bf16) and not torch.equal(ours, fp32)
+    with scorer.computing_in(torch.bfloat16):
+        recorded = scorer.scores(targets, candidates, index, features)  # a graph: not switched
+    assert recorded.requires_grad and torch.equal(recorded.detach(), fp32)
+
+
 @pytest.mark.parametrize("depth", [1, 2])
 def test_top_spans_in_training_scores_the_kept_spans_again_with_the_candidates_dropout_masks(depth):
     """Without a loss on every candidate, the candidates are scored without a graph and the kept spans again:

@@ -169,11 +169,12 @@ def test_a_model_loaded_for_prediction_draws_no_initial_weights_and_imports_no_c
     assert found.stdout.strip() == "[]", found.stdout + found.stderr
 
 
-def test_segmented_documents_are_predicted_without_importing_transformers(tmp_path):
+def test_segmented_documents_are_predicted_without_transformers_pandas_or_sympy(tmp_path):
     """Loaded for prediction, both models read and predict jsonlines documents (``predict``'s usual input) without
-    importing transformers or pandas: the encoder's configuration and the tokenizer's vocabulary are read from their
-    files (0.7 s and 0.2 s of a ``predict`` command on a 2-core CPU, ``PYTHONPROFILEIMPORTTIME``); raw text still
-    loads transformers' tokenizer. A fresh process, so that no other test's imports count."""
+    importing transformers, pandas or sympy: the encoder's configuration and the tokenizer's vocabulary are read from
+    their files, and the model's memory is allocated without torch's Python reference of ``empty_like`` (0.7 s,
+    0.2 s and 0.4 s of a ``predict`` command on a 2-core CPU, ``PYTHONPROFILEIMPORTTIME``); raw text still loads
+    transformers' tokenizer. A fresh process, so that no other test's imports count."""
     from tests.models.tiny import make_document
 
     script = textwrap.dedent(
@@ -185,7 +186,7 @@ def test_segmented_documents_are_predicted_without_importing_transformers(tmp_pa
             model = CorefModel.load(directory, for_prediction=True)
             model.check_segmentation(documents, None, "documents.jsonlines")
             print(json.dumps([document["predicted_clusters"] for document in model.predict_documents(documents, progress=False)]))
-        print(sorted(name for name in ("transformers", "pandas") if name in sys.modules))
+        print(sorted(name for name in ("transformers", "pandas", "sympy") if name in sys.modules))
         model.predict("Ada met Charles. He showed her his engine.")
         print("transformers" in sys.modules)
         """
@@ -343,22 +344,30 @@ def test_bf16_inference_computes_in_bf16_on_fp32_weights(models, model_type, tmp
     directory = tmp_path / model_type
     models[model_type].save(directory)
     fp32, bf16 = CorefModel.load(directory), CorefModel.load(directory, precision="bf16-mixed")
-    dtypes: dict[str, set] = {"encoder": set(), "scorers": set()}
+    dtypes: dict[str, set] = {"encoder": set(), "pair scorer": set(), "other scorers": set()}
 
     def record(part: str):
         return lambda module, inputs, output: dtypes[part].add(output.dtype)
 
+    def part(name: str) -> str:
+        return next((part for part in ("encoder", "pair scorer") if name.startswith(part.replace(" ", "_") + ".")),
+                    "other scorers")  # fmt: skip
+
     hooks = [
-        module.register_forward_hook(record("encoder" if name.startswith("encoder.") else "scorers"))
+        module.register_forward_hook(record(part(name)))
         for name, module in bf16.model.named_modules()
         if isinstance(module, torch.nn.Linear)
     ]
     result = bf16.predict(UNICODE_TEXT)
     for hook in hooks:
         hook.remove()
-    # On a CPU the encoder alone computes in bf16; the scorers stay in fp32 (faster there: docs/benchmarks.md).
-    assert dtypes == {"encoder": {torch.bfloat16}, "scorers": {torch.float32}}
-    assert bf16.computation == "bf16-mixed: the encoder in bf16 (autocast), the scorers in fp32, on cpu"
+    # On a CPU the encoder and the pair scorer's FFNN compute in bf16; the other scorers stay in fp32 (faster
+    # there: docs/benchmarks.md).
+    assert dtypes == {"encoder": {torch.bfloat16}, "pair scorer": {torch.bfloat16}, "other scorers": {torch.float32}}
+    assert bf16.computation == (
+        "bf16-mixed: the encoder and the pair scorer in bf16 (autocast), the other scorers in fp32, on cpu"
+    )
+    assert fp32.model.pair_scorer.inference_dtype is None and bf16.model.pair_scorer.inference_dtype is None
     assert fp32.computation == "fp32 on cpu"
     assert all(parameter.dtype == torch.float32 for parameter in bf16.model.parameters())
     check_result(result, UNICODE_TEXT)

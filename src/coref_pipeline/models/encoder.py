@@ -20,8 +20,8 @@ class SegmentEncoder(nn.Module):
 
     @contextmanager
     def computing_in(self, dtype: torch.dtype | None) -> Iterator[None]:
-        """Within it, the encoder alone computes under autocast to ``dtype`` and returns float32 (None: as the
-        caller computes). Inference on a CPU uses it: there the task's scorers are faster in float32 than under
+        """Within it, the encoder computes under autocast to ``dtype`` and returns float32 (None: as the caller
+        computes). Inference on a CPU uses it: there most of the task's scorers are faster in float32 than under
         autocast (docs/benchmarks.md, "Throughput of ``predict`` on a CPU")."""
         previous, self.compute_dtype = self.compute_dtype, dtype
         try:

@@ -18,6 +18,8 @@ them with the direct form):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -311,7 +313,20 @@ class PairScorer(nn.Module):
         self.slow_antecedent_scores = FFNN(
             3 * span_dim + self.feature_size, config.ffnn_size, config.ffnn_depth, 1, config.dropout_rate
         )
+        self.inference_dtype: torch.dtype | None = None  # set by ``computing_in``; None: the caller's precision
         _initialise(self)
+
+    @contextmanager
+    def computing_in(self, dtype: torch.dtype | None) -> Iterator[None]:
+        """Within it, :meth:`scores` computes under autocast to ``dtype`` where no gradient is recorded and the
+        caller has no autocast of its own (None: as the caller computes), and returns float32. Inference on a
+        CPU with native bf16 uses it: the pair FFNN's first layer is the head's largest GEMM, and in bf16 it
+        takes a fifth of its fp32 time there (docs/benchmarks.md, "Throughput of ``predict`` on a CPU")."""
+        previous, self.inference_dtype = self.inference_dtype, dtype
+        try:
+            yield
+        finally:
+            self.inference_dtype = previous
 
     def features(
         self,
@@ -434,6 +449,14 @@ class PairScorer(nn.Module):
         ``candidate_projection`` (``project_candidates``) and ``target_projection``
         (``project_targets``) may be passed when already computed.
         """
+        device_type = targets.device.type
+        if (
+            self.inference_dtype is not None
+            and not torch.is_grad_enabled()
+            and not torch.is_autocast_enabled(device_type)
+        ):
+            with torch.autocast(device_type, dtype=self.inference_dtype):
+                return self.scores(targets, candidates, index, features, candidate_projection, parts, target_projection)
         weights = parts or self.first_layer_parts()
         if candidate_projection is None:
             candidate_projection = self.project_candidates(candidates, weights)  # [N, ffnn]

@@ -166,7 +166,9 @@ def build_with_weights(build: Callable[[], nn.Module], state_dict: dict[str, tor
             model.load_state_dict(state_dict)
             return model
         filled.append((initialisers[root], model.get_submodule(owner)))
-    model.to_empty(device="cpu")
+    # What ``model.to_empty(device="cpu")`` does, through torch.empty: its torch.empty_like of a meta tensor runs
+    # torch's Python reference, which imports sympy (0.4 s of a ``predict`` command, ``PYTHONPROFILEIMPORTTIME``).
+    model._apply(lambda tensor: torch.empty(tensor.shape, dtype=tensor.dtype, device="cpu"))
     with torch.no_grad():
         for initialiser, module in filled:
             initialiser._init_weights(module)

@@ -104,6 +104,11 @@ class CorefModel:
         if self.precision == "32":
             return f"fp32 on {self.device}"
         dtype = "bf16" if self.precision == "bf16-mixed" else "fp16"
+        if self.device.type == "cpu" and dtype == "bf16":
+            return (
+                f"{self.precision}: the encoder and the pair scorer in bf16 (autocast), the other scorers in fp32, "
+                f"on {self.device}"
+            )
         if self.device.type == "cpu":
             return f"{self.precision}: the encoder in {dtype} (autocast), the scorers in fp32, on {self.device}"
         return f"{self.precision}: autocast to {dtype} (weights fp32), on {self.device}"
@@ -138,11 +143,11 @@ class CorefModel:
         incremental model has none). ``device``: ``cpu`` (default), ``auto`` (a GPU
         when there is one), ``cuda``, ``cuda:N`` or ``mps``; one that is absent is a
         :class:`~coref_pipeline.runtime.devices.DeviceError`. ``precision``: ``32`` (default) or
-        ``bf16-mixed`` / ``16-mixed``, computed under autocast (on a CPU the encoder alone, the scorers in
-        fp32: ``inference_autocast``), or ``auto`` (bf16-mixed where the device computes bf16 natively,
-        else 32). With the bf16 encoder ``predict`` reads LitBank test 1.21x and OntoNotes-shaped documents 1.19x
-        the documents/s of fp32 on a 2-core AMD EPYC with AVX-512 BF16, F1 within 0.1 (docs/benchmarks.md,
-        "Throughput of ``predict`` on a CPU").
+        ``bf16-mixed`` / ``16-mixed``, computed under autocast (on a CPU the encoder and, in bf16, the pair
+        scorer's FFNN, the other scorers in fp32: ``inference_autocast``), or ``auto`` (bf16-mixed where the
+        device computes bf16 natively, else 32). With the bf16 encoder ``predict`` reads LitBank test 1.21x and
+        OntoNotes-shaped documents 1.19x the documents/s of fp32 on a 2-core AMD EPYC with AVX-512 BF16, F1
+        within 0.1 (docs/benchmarks.md, "Throughput of ``predict`` on a CPU").
         ``max_top_antecedents`` (baseline): the antecedents per span kept by the coarse
         score for the fine FFNN at inference, instead of the model's own (50): fewer is
         faster, the fine stage's cost is proportional to it, and may cost F1
@@ -322,17 +327,25 @@ class CorefModel:
                 self.model.train()
 
     def inference_autocast(self) -> AbstractContextManager:
-        """The inference precision's autocast on the model's device (nothing at 32). On a CPU the encoder alone
-        computes in the lower precision and the task's scorers in float32: their many small products and
-        element-wise passes over spans of every document's own count were slower under autocast (oneDNN builds
-        a kernel for each new shape), so bf16 there gave the whole prediction 1.00x of fp32 on LitBank test and
-        0.80x on OntoNotes-shaped documents (docs/benchmarks.md, "Throughput of ``predict`` on a CPU")."""
+        """The inference precision's autocast on the model's device (nothing at 32). On a CPU the encoder and, in
+        bf16, the pair scorer's FFNN compute in the lower precision, the other scorers in float32: their many
+        small products and element-wise passes over spans of every document's own count were slower under
+        autocast (oneDNN builds a kernel for each new shape), so bf16 for the whole head gave the prediction
+        1.00x of fp32 on LitBank test and 0.80x on OntoNotes-shaped documents; the pair FFNN alone in bf16
+        takes 0.81x (incremental) and 0.93x (baseline) of the time with it in fp32, within 0.1 CoNLL F1
+        (docs/benchmarks.md, "Throughput of ``predict`` on a CPU")."""
         if self.precision == "32":
             return nullcontext()
         dtype = torch.bfloat16 if self.precision == "bf16-mixed" else torch.float16
         if self.device.type == "cpu":
-            return self.model.encoder.computing_in(dtype)
+            return self._computing_on_cpu_in(dtype)
         return torch.autocast(device_type=self.device.type, dtype=dtype)
+
+    @contextmanager
+    def _computing_on_cpu_in(self, dtype: torch.dtype) -> Iterator[None]:
+        pair_scorer = self.model.pair_scorer.computing_in(dtype) if dtype == torch.bfloat16 else nullcontext()
+        with self.model.encoder.computing_in(dtype), pair_scorer:
+            yield
 
     def predict_documents(
         self,

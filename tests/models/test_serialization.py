@@ -158,3 +158,14 @@ def test_a_directory_loaded_for_prediction_gives_what_transformers_gives(tmp_pat
     assert tokenizer_fingerprint(minilm) == tokenizer_fingerprint(transformers_minilm)
     words = ["Ada", "met", "Babbage", "in", "1833", "##s", "[CLS]", "naïve", "zzqxj"]
     assert minilm.convert_tokens_to_ids(words) == transformers_minilm.convert_tokens_to_ids(words)
+
+
+@pytest.mark.parametrize("broken", ["tokenizer/tokenizer.json", "encoder/config.json"])
+def test_a_malformed_file_read_for_prediction_is_one_error_naming_it(tmp_path, broken):
+    """The files a model loaded for prediction reads itself (not through transformers) refuse bad content as
+    transformers did: an error naming the file (``predict`` prints it in one line), not the tokenizers library's
+    bare exception."""
+    tiny_model().save(tmp_path / "saved")
+    (tmp_path / "saved" / broken).write_text("{not json", encoding="utf-8")
+    with pytest.raises((OSError, ValueError), match=f"saved/{broken}: not a"):  # what `predict` prints in a line
+        CorefModel.load(tmp_path / "saved", for_prediction=True)

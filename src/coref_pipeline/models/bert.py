@@ -69,7 +69,10 @@ class StoredBertConfig:
     def read(cls, path: str | Path) -> StoredBertConfig | None:
         """The configuration in the JSON file ``path``; None where InferenceBert would need transformers'
         defaults to read it (a key it reads is missing) or does not compute it (:func:`computes`)."""
-        values = json.loads(Path(path).read_text(encoding="utf-8"))
+        try:
+            values = json.loads(Path(path).read_text(encoding="utf-8"))
+        except ValueError as error:
+            raise ValueError(f"{path}: not a JSON configuration ({error})") from None
         explicit = ("model_type", "hidden_act", "is_decoder", "add_cross_attention", *READ_SETTINGS)
         if not isinstance(values, dict) or any(key not in values for key in explicit):
             return None

@@ -140,10 +140,11 @@ def build_with_weights(build: Callable[[], nn.Module], state_dict: dict[str, tor
     It is built on the meta device (no memory, no initialisation: ``_SkipMetaInitialisation`` skips the
     initialisers), given uninitialised memory on the CPU, its buffers that no state dict holds (HF's position and
     token type ids) filled by the initialisation of the HF model that owns them (``_init_weights``, which
-    transformers 5 uses for the same purpose), then the weights copied in. A module with such a buffer outside an HF model is built as ``build()`` builds it. The same
-    module, parameter for parameter and buffer for buffer, as ``build()`` followed by ``load_state_dict``; on
-    the packaged MiniLM's baseline a load of 3.5-5.3 s in ``predict`` against 5.5-6.8 s for one that initialised
-    them (docs/benchmarks.md, "Throughput of ``predict`` on a CPU": the load column; measured on different days).
+    transformers 5 uses for the same purpose), then the weights copied in. A module with such a buffer outside
+    an HF model is built as ``build()`` builds it. The same module, parameter for parameter and buffer for
+    buffer, as ``build()`` followed by ``load_state_dict``; on the packaged MiniLM's baseline a load of 3.5-5.3 s
+    in ``predict`` against 5.5-6.8 s for one that initialised them (docs/benchmarks.md, "Throughput of
+    ``predict`` on a CPU": the load column; measured on different days).
     """
     with torch.device("meta"), _SkipMetaInitialisation():
         model = build()
@@ -190,7 +191,11 @@ class DeferredTokenizer:
         from tokenizers import Tokenizer
 
         self._folder = folder
-        self.backend_tokenizer = Tokenizer.from_file(str(folder / TOKENIZER_FILE))
+        path = folder / TOKENIZER_FILE
+        try:
+            self.backend_tokenizer = Tokenizer.from_file(str(path))
+        except Exception as error:  # tokenizers raises a bare Exception for a malformed file
+            raise ModelDirectoryError(f"{path}: not a tokenizer file ({error})") from None
         self._loaded: Any = None
 
     @property

@@ -212,7 +212,10 @@ def test_predict_writes_clusters_and_a_conll_response(tmp_path, tiny_tokenizer_d
     [in_bf16] = read_jsonlines(output)
     assert in_bf16["doc_key"] == predicted["doc_key"] and "predicted_clusters" in in_bf16
     record = json.loads((tmp_path / "out.prediction.json").read_text())
-    assert record["precision"] == "bf16-mixed" and "the encoder and the pair scorer in bf16" in record["computation"]
+    assert (
+        record["precision"] == "bf16-mixed"
+        and "the encoder and the antecedent scorers (coarse and fine) in bf16" in record["computation"]
+    )
 
 
 @pytest.fixture

@@ -620,6 +620,20 @@ def test_the_options_are_the_k_best_columns_by_coarse_score_and_the_gold_ones():
     # A coarse floor (inference): only the columns above it, after the K.
     assert np.flatnonzero(span_options(none, coarse, None, 0.5)).tolist() == [1, 3, 4]
     assert np.flatnonzero(span_options(none, coarse, 2, 2.0)).tolist() == [1, 4]
+    assert np.flatnonzero(span_options(none, coarse, 2, -0.5)).tolist() == [1, 4]
+    # The floor is applied first where no column is gold (no sort where few pass it): the same options as the
+    # K best and then the floor, ties, -inf (columns not scored) and NaN included.
+    generator = np.random.default_rng(0)
+    for _ in range(2000):
+        count = int(generator.integers(1, 30))
+        values = generator.choice([-np.inf, np.nan, -1.0, 0.0, 0.5, 2.0, 3.0], count).astype(np.float32)
+        values += generator.choice([0.0, 0.25], count).astype(np.float32)
+        limit, floor = int(generator.integers(1, 12)), float(generator.choice([-2.0, 0.0, 0.5, 2.0]))
+        unfloored = span_options(np.zeros(count, dtype=bool), values, limit, None)
+        assert (
+            span_options(np.zeros(count, dtype=bool), values, limit, floor).tolist()
+            == (unfloored & (values > floor)).tolist()
+        )
 
 
 def test_the_coarse_floor_is_for_inference_with_the_calibrated_score():
@@ -981,6 +995,69 @@ def test_the_gold_options_are_every_scored_column_of_the_gold_entities(monkeypat
     assert any(superseded for _, superseded, _ in checked)
     if slots.get("recent_mentions"):
         assert any(found > 1 for found, _, _ in checked) and any(dropped for _, _, dropped in checked)
+
+
+@pytest.mark.parametrize("slots", MENTION_SLOTS, ids=["representation", "and_2_mentions", "2_mentions", "baseline"])
+def test_the_active_columns_kept_between_decisions_are_those_the_memory_lists_afresh(monkeypatch, slots):
+    """``ActiveColumns`` reads the fresh columns again only where the memory changed them other than by appending
+    (``fresh_changes``): at every decision its columns are those a new reading of the memory gives, through
+    updates, superseded base rows and slots dropped within a segment."""
+    document = tiny_tensors(make_document(num_segments=8, seed=6), tiny_config())
+    model = batching_model(top_span_ratio=1.0, threshold=-1.0, **slots).eval()  # many joins: slots dropped
+    current, checked = decisions_module.ActiveColumns.current, []
+
+    def checking(columns):
+        rows, entities = current(columns)
+        memory = columns.memory
+        base_rows, base_entities = memory.live_base()
+        fresh_rows, fresh_entities = memory.live_fresh()
+        assert rows.tolist() == [row for row in base_rows if row not in memory.superseded] + fresh_rows
+        assert (
+            entities.tolist()
+            == [entity for row, entity in zip(base_rows, base_entities, strict=True) if row not in memory.superseded]
+            + fresh_entities
+        )
+        checked.append((memory.fresh_changes, len(memory.fresh_ids)))
+        return rows, entities
+
+    monkeypatch.setattr(decisions_module.ActiveColumns, "current", checking)
+    with torch.no_grad():
+        model(document)
+    changes = [count for count, _ in checked]
+    assert len(checked) >= 50 and len(set(changes)) > 8  # the count moved within segments, not only at their ends
+    if slots.get("recent_mentions"):  # fresh slots dropped: a column left the middle of the fresh list
+        assert any(later < earlier for (_, earlier), (_, later) in zip(checked, checked[1:], strict=False))
+
+
+def test_a_segments_tables_cast_once_for_the_fine_ffnn_give_the_values_of_each_pair_cast(monkeypatch):
+    """At inference with the pair scorer in bf16 (``computing_in``) a segment casts the rows its fine-FFNN passes
+    gather once (``ScoredTables``); ``scores`` casts each gathered row to bf16 anyway, so every value and decision
+    is the same bit for bit as with the fp32 tables gathered per pair, and differs from fp32's."""
+    document = tiny_tensors(make_document(num_segments=6, seed=4), tiny_config())
+    values = dict(score="calibrated", recent_mentions=2, entity_representation=False, max_top_entities=3)
+    model = batching_model(**values).eval()
+    scorer, record, found, outputs = model.pair_scorer, SegmentScores._record, {}, {}
+    for mode in ("once", "per_pair", "fp32"):
+        found[mode] = []
+
+        def recording(scores, positions, rows, values, host, into=found[mode]):
+            into.append((positions.copy(), rows.copy(), host.copy()))
+            record(scores, positions, rows, values, host)
+
+        with monkeypatch.context() as patch, torch.no_grad():
+            patch.setattr(SegmentScores, "_record", recording)
+            if mode == "per_pair":  # SegmentScores keeps its fp32 tables: scores casts each pair's rows
+                patch.setattr(scorer, "scoring_dtype", lambda like: like.dtype)
+            with scorer.computing_in(None if mode == "fp32" else torch.bfloat16):
+                outputs[mode] = model(document)
+    assert len(found["once"]) >= 6
+    for (positions, rows, host), (same_positions, same_rows, same_host) in zip(
+        found["once"], found["per_pair"], strict=True
+    ):
+        assert np.array_equal(positions, same_positions) and np.array_equal(rows, same_rows)
+        assert np.array_equal(host, same_host)
+    assert outputs["once"].clusters == outputs["per_pair"].clusters
+    assert not all(np.array_equal(ours[2], fp32[2]) for ours, fp32 in zip(found["once"], found["fp32"], strict=False))
 
 
 @pytest.mark.parametrize("slots", [dict(), dict(recent_mentions=2, entity_representation=False)], ids=["repr", "slots"])

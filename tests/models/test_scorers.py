@@ -62,8 +62,19 @@ def test_the_pair_scorer_computes_in_the_inference_dtype_only_without_a_graph_or
             ours = scorer.scores(targets, candidates, index, features)
             with torch.autocast("cpu", dtype=torch.bfloat16):  # the caller's autocast: computed as it asks
                 assert torch.equal(scorer.scores(targets, candidates, index, features), bf16)
+        # scores_where casts each target's rows to bf16 before gathering them per pair: the values of gathering
+        # the fp32 rows, which scores then casts
+        scored = torch.tensor([[True, False, True], [False, True, True], [True, True, False]])
+        with scorer.computing_in(torch.bfloat16):
+            where = scorer.scores_where(scored, targets, candidates, index, features)
+            assert scorer.scoring_dtype(targets) == torch.bfloat16
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(scorer, "scoring_dtype", lambda like: like.dtype)
+                packed = scorer.scores_where(scored, targets, candidates, index, features)
+        assert scorer.scoring_dtype(targets) == torch.float32
     assert scorer.inference_dtype is None  # restored
     assert ours.dtype == torch.float32 and torch.equal(ours, bf16) and not torch.equal(ours, fp32)
+    assert torch.equal(where, packed) and bool((where[~scored] == float("-inf")).all())
     with scorer.computing_in(torch.bfloat16):
         recorded = scorer.scores(targets, candidates, index, features)  # a graph: not switched
     assert recorded.requires_grad and torch.equal(recorded.detach(), fp32)

@@ -344,14 +344,14 @@ def test_bf16_inference_computes_in_bf16_on_fp32_weights(models, model_type, tmp
     directory = tmp_path / model_type
     models[model_type].save(directory)
     fp32, bf16 = CorefModel.load(directory), CorefModel.load(directory, precision="bf16-mixed")
-    dtypes: dict[str, set] = {"encoder": set(), "pair scorer": set(), "other scorers": set()}
+    dtypes: dict[str, set] = {"encoder": set(), "pair scorer": set(), "src projection": set(), "other scorers": set()}
 
     def record(part: str):
         return lambda module, inputs, output: dtypes[part].add(output.dtype)
 
     def part(name: str) -> str:
-        return next((part for part in ("encoder", "pair scorer") if name.startswith(part.replace(" ", "_") + ".")),
-                    "other scorers")  # fmt: skip
+        parts = ("encoder", "pair scorer", "src projection")
+        return next((part for part in parts if name.split(".")[0] == part.replace(" ", "_")), "other scorers")
 
     hooks = [
         module.register_forward_hook(record(part(name)))
@@ -361,11 +361,17 @@ def test_bf16_inference_computes_in_bf16_on_fp32_weights(models, model_type, tmp
     result = bf16.predict(UNICODE_TEXT)
     for hook in hooks:
         hook.remove()
-    # On a CPU the encoder and the pair scorer's FFNN compute in bf16; the other scorers stay in fp32 (faster
-    # there: docs/benchmarks.md).
-    assert dtypes == {"encoder": {torch.bfloat16}, "pair scorer": {torch.bfloat16}, "other scorers": {torch.float32}}
+    # On a CPU the encoder, the coarse scorer's projection and the pair scorer's FFNN compute in bf16; the mention
+    # scorer stays in fp32 (faster there: docs/benchmarks.md).
+    assert dtypes == {
+        "encoder": {torch.bfloat16},
+        "pair scorer": {torch.bfloat16},
+        "src projection": {torch.bfloat16},
+        "other scorers": {torch.float32},
+    }
     assert bf16.computation == (
-        "bf16-mixed: the encoder and the pair scorer in bf16 (autocast), the other scorers in fp32, on cpu"
+        "bf16-mixed: the encoder and the antecedent scorers (coarse and fine) in bf16 (autocast), the mention scorer "
+        "in fp32, on cpu"
     )
     assert fp32.model.pair_scorer.inference_dtype is None and bf16.model.pair_scorer.inference_dtype is None
     assert fp32.computation == "fp32 on cpu"

@@ -77,9 +77,8 @@ DESCRIPTION = (
     default="auto",
     show_default=True,
     help="inference precision: auto takes bf16-mixed where the device computes bf16 natively (a GPU with bf16, "
-    "a CPU with AMX or AVX-512 BF16: there the encoder and the pair scorer in bf16, the other scorers in fp32), "
-    "else 32; 32 gives the "
-    "exact fp32 results. What ran is recorded in OUTPUT's NAME.prediction.json",
+    "a CPU with AMX or AVX-512 BF16: there the encoder and the antecedent scorers in bf16, the mention scorer in "
+    "fp32), else 32; 32 gives the exact fp32 results. What ran is recorded in OUTPUT's NAME.prediction.json",
 )
 def predict(
     model_dir: str,

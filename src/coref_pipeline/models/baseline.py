@@ -106,11 +106,16 @@ class BaselineCorefModel(nn.Module):
         scores = mention_scores.unsqueeze(1) + mention_scores.unsqueeze(0)  # [k, k]
         scores = scores.masked_fill(offsets < 1, float("-inf"))
         if self.config.coarse_to_fine:
-            source = self.dropout(self.src_projection(span_emb))  # [k, D]
-            scores = scores + (source @ self.dropout(span_emb).T).float()  # fp32 for top-k under mixed precision
+            with self.pair_scorer.inference_autocast(span_emb):  # where the fine FFNN computes (bf16 at inference)
+                source = self.dropout(self.src_projection(span_emb))  # [k, D]
+                bilinear = source @ self.dropout(span_emb).T  # [k, k]
+            scores = scores + bilinear.float()  # fp32 for top-k under mixed precision
         if self.config.use_prior:
             prior = self.distance_prior_projection(self.dropout(self.antecedent_distance_prior.weight))  # [10, 1]
-            scores = scores + prior.squeeze(1)[bucket_distance(offsets)]
+            # each offset's bucket looked up from the k offsets' (the same buckets: [j >= i] is -inf anyway), not
+            # computed over [k, k] (a float log a pair)
+            buckets = bucket_distance(positions)[offsets.clamp(min=0)]  # [k, k]
+            scores = scores + prior.squeeze(1)[buckets]
         return scores
 
     def top_antecedents(self, coarse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

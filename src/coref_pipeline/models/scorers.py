@@ -19,7 +19,7 @@ them with the direct form):
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -328,6 +328,40 @@ class PairScorer(nn.Module):
         finally:
             self.inference_dtype = previous
 
+    def enters_inference_dtype(self, like: torch.Tensor) -> bool:
+        """Whether :meth:`scores` called now on tensors like ``like`` enters autocast to ``inference_dtype``: one is
+        set, no gradient is recorded and the caller has no autocast of its own on that device."""
+        return (
+            self.inference_dtype is not None
+            and not torch.is_grad_enabled()
+            and not torch.is_autocast_enabled(like.device.type)
+        )
+
+    def inference_autocast(self, like: torch.Tensor) -> AbstractContextManager:
+        """Autocast to ``inference_dtype`` where :meth:`scores` enters it (``enters_inference_dtype``), else nothing:
+        for the coarse scorer's bilinear term, whose two GEMMs over the kept spans compute where the fine FFNN does."""
+        if self.enters_inference_dtype(like):
+            return torch.autocast(like.device.type, dtype=self.inference_dtype)
+        return nullcontext()
+
+    def scoring_dtype(self, like: torch.Tensor) -> torch.dtype:
+        """The dtype :meth:`scores` multiplies in when called now on tensors like ``like``: ``inference_dtype``
+        where it enters it, else ``compute_dtype``. A caller that gathers many pairs' rows without a graph casts
+        its tables to it first: ``scores`` casts each row it gathers to it anyway (the same values), and a table
+        cast once is a fraction of the pairs' fp32 copies."""
+        return self.inference_dtype if self.enters_inference_dtype(like) else compute_dtype(like)
+
+    def parts_in(self, parts: FirstLayerParts, dtype: torch.dtype) -> FirstLayerParts:
+        """``parts`` cast to ``dtype`` once (autocast casts a view of a weight at every matmul that uses it)."""
+        if parts.target.dtype == dtype:
+            return parts
+        return FirstLayerParts(
+            parts.target.to(dtype),
+            parts.candidate.to(dtype),
+            tuple(part.to(dtype) for part in parts.products),
+            None if parts.features is None else parts.features.to(dtype),
+        )
+
     def features(
         self,
         same_speaker: torch.Tensor | None,
@@ -449,13 +483,8 @@ class PairScorer(nn.Module):
         ``candidate_projection`` (``project_candidates``) and ``target_projection``
         (``project_targets``) may be passed when already computed.
         """
-        device_type = targets.device.type
-        if (
-            self.inference_dtype is not None
-            and not torch.is_grad_enabled()
-            and not torch.is_autocast_enabled(device_type)
-        ):
-            with torch.autocast(device_type, dtype=self.inference_dtype):
+        if self.enters_inference_dtype(targets):
+            with self.inference_autocast(targets):
                 return self.scores(targets, candidates, index, features, candidate_projection, parts, target_projection)
         weights = parts or self.first_layer_parts()
         if candidate_projection is None:
@@ -518,9 +547,9 @@ class PairScorer(nn.Module):
         if not rows.numel():
             return result
         weights = parts or self.first_layer_parts()
-        # Cast to the compute dtype per target, then gathered per pair: under bf16 autocast, no fp32
-        # [pairs, D] or [pairs, ffnn] copies.
-        dtype = compute_dtype(targets)
+        # Cast to the dtype ``scores`` multiplies in per target, then gathered per pair: in bf16 (autocast, or the
+        # inference dtype ``scores`` enters), no fp32 [pairs, D] or [pairs, ffnn] copies.
+        dtype = self.scoring_dtype(targets)
         if target_projection is None:
             target_projection = self.project_targets(targets, weights)  # [k, ffnn]
         packed = self.scores(

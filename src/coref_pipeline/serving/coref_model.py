@@ -106,8 +106,8 @@ class CorefModel:
         dtype = "bf16" if self.precision == "bf16-mixed" else "fp16"
         if self.device.type == "cpu" and dtype == "bf16":
             return (
-                f"{self.precision}: the encoder and the pair scorer in bf16 (autocast), the other scorers in fp32, "
-                f"on {self.device}"
+                f"{self.precision}: the encoder and the antecedent scorers (coarse and fine) in bf16 (autocast), "
+                f"the mention scorer in fp32, on {self.device}"
             )
         if self.device.type == "cpu":
             return f"{self.precision}: the encoder in {dtype} (autocast), the scorers in fp32, on {self.device}"
@@ -143,8 +143,8 @@ class CorefModel:
         incremental model has none). ``device``: ``cpu`` (default), ``auto`` (a GPU
         when there is one), ``cuda``, ``cuda:N`` or ``mps``; one that is absent is a
         :class:`~coref_pipeline.runtime.devices.DeviceError`. ``precision``: ``32`` (default) or
-        ``bf16-mixed`` / ``16-mixed``, computed under autocast (on a CPU the encoder and, in bf16, the pair
-        scorer's FFNN, the other scorers in fp32: ``inference_autocast``), or ``auto`` (bf16-mixed where the
+        ``bf16-mixed`` / ``16-mixed``, computed under autocast (on a CPU the encoder and, in bf16, the antecedent
+        scorers, the mention scorer in fp32: ``inference_autocast``), or ``auto`` (bf16-mixed where the
         device computes bf16 natively, else 32). With the bf16 encoder ``predict`` reads LitBank test 1.21x and
         OntoNotes-shaped documents 1.19x the documents/s of fp32 on a 2-core AMD EPYC with AVX-512 BF16, F1
         within 0.1 (docs/benchmarks.md, "Throughput of ``predict`` on a CPU").
@@ -328,12 +328,12 @@ class CorefModel:
 
     def inference_autocast(self) -> AbstractContextManager:
         """The inference precision's autocast on the model's device (nothing at 32). On a CPU the encoder and, in
-        bf16, the pair scorer's FFNN compute in the lower precision, the other scorers in float32: their many
-        small products and element-wise passes over spans of every document's own count were slower under
-        autocast (oneDNN builds a kernel for each new shape), so bf16 for the whole head gave the prediction
-        1.00x of fp32 on LitBank test and 0.80x on OntoNotes-shaped documents; the pair FFNN alone in bf16
-        takes 0.81x (incremental) and 0.93x (baseline) of the time with it in fp32, within 0.1 CoNLL F1
-        (docs/benchmarks.md, "Throughput of ``predict`` on a CPU")."""
+        bf16, the antecedent scorers (the pair scorer's FFNN and the coarse scorer's bilinear term) compute in the
+        lower precision, the mention scorer in float32: its many element-wise passes over every candidate span
+        were slower under autocast (oneDNN builds a kernel for each new shape), so bf16 for the whole head gave
+        the prediction 1.00x of fp32 on LitBank test and 0.80x on OntoNotes-shaped documents; the pair FFNN alone
+        in bf16 takes 0.81x (incremental) and 0.93x (baseline) of the time with it in fp32, within 0.1 CoNLL F1,
+        and the coarse term in bf16 0.94x again (docs/benchmarks.md, "Throughput of ``predict`` on a CPU")."""
         if self.precision == "32":
             return nullcontext()
         dtype = torch.bfloat16 if self.precision == "bf16-mixed" else torch.float16

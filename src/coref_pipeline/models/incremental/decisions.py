@@ -28,7 +28,8 @@ from coref_pipeline.models.incremental.scoring import ScoringModel, SegmentScore
 
 class ActiveColumns:
     """The scored, not superseded columns of the memory in column order: the base rows (as numpy arrays,
-    kept for the segment, a mask updated as rows are superseded) and the fresh columns (read per span)."""
+    kept for the segment, a mask updated as rows are superseded) and the fresh columns (``live_fresh``, read
+    again only where the memory changed them other than by appending: ``EntityMemory.fresh_changes``)."""
 
     def __init__(self, memory: EntityMemory) -> None:
         self.memory = memory
@@ -38,6 +39,12 @@ class ActiveColumns:
         self.position_of = {row: position for position, row in enumerate(rows)}
         self.alive = np.ones(len(rows), dtype=bool)  # [b]
         self.superseded: set[int] = set()
+        self.live_base = (self.base_rows, self.base_entities)  # the alive base rows and their entities
+        self.fresh_rows: list[int] = []  # the live fresh columns read so far: rows and entities
+        self.fresh_entities: list[int] = []
+        self.fresh_read = 0  # how many of memory.fresh_ids they cover
+        self.fresh_changes = memory.fresh_changes  # the memory's count when they were read
+        self.columns: tuple[np.ndarray, np.ndarray] | None = None  # current()'s, while nothing changed
 
     def current(self) -> tuple[np.ndarray, np.ndarray]:
         """The active columns' table rows and entities, in column order."""
@@ -47,16 +54,40 @@ class ActiveColumns:
                 if row in self.position_of:
                     self.alive[self.position_of[row]] = False
             self.superseded = set(memory.superseded)
-        fresh_rows, fresh_entities = memory.live_fresh()
-        rows = np.concatenate([self.base_rows[self.alive], np.array(fresh_rows, dtype=np.int64)])
-        entities = np.concatenate([self.base_entities[self.alive], np.array(fresh_entities, dtype=np.int64)])
-        return rows, entities
+            self.live_base = (self.base_rows[self.alive], self.base_entities[self.alive])
+            self.columns = None
+        if memory.fresh_changes != self.fresh_changes:
+            self.fresh_rows, self.fresh_entities, self.fresh_read = [], [], 0
+            self.fresh_changes = memory.fresh_changes
+            self.columns = None
+        if len(memory.fresh_ids) != self.fresh_read:
+            rows, entities = memory.live_fresh(self.fresh_read)
+            self.fresh_rows += rows
+            self.fresh_entities += entities
+            self.fresh_read = len(memory.fresh_ids)
+            self.columns = None
+        if self.columns is None:
+            self.columns = (
+                np.concatenate([self.live_base[0], np.array(self.fresh_rows, dtype=np.int64)]),
+                np.concatenate([self.live_base[1], np.array(self.fresh_entities, dtype=np.int64)]),
+            )
+        return self.columns
 
 
 def span_options(required: np.ndarray, coarse: np.ndarray | None, limit: int | None, floor: float | None) -> np.ndarray:
     """Which of a span's active columns are its options (``[columns]`` bool): all of them, or with ``limit`` (K)
     and more than K, the ``required`` ones (gold, in training) and the best others by ``coarse`` score (``[columns]``;
     the first among equals) up to K; then at inference only those whose coarse score is above ``floor``."""
+    if floor is not None and not required.any():
+        # Inference: the columns above the floor, and of more than K of them the K best. The same as the K best,
+        # then those above the floor (each column above it ranks before every other), without a sort where at
+        # most K pass the floor, as most spans' columns do.
+        keep = coarse > floor
+        if limit is not None and int(np.count_nonzero(keep)) > limit:
+            above = np.flatnonzero(keep)
+            keep = np.zeros_like(keep)
+            keep[above[np.argsort(-coarse[above], kind="stable")[:limit]]] = True
+        return keep
     keep = np.ones(required.shape[0], dtype=bool)
     if limit is not None and required.shape[0] > limit:
         others = np.flatnonzero(~required)

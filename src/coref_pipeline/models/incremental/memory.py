@@ -118,6 +118,9 @@ class EntityMemory:
     superseded: set[int] = field(default_factory=set)  # base rows with a fresh version, or dropped
     fresh_ids: list[int] = field(default_factory=list)
     fresh_rows: list[int] = field(default_factory=list)  # each fresh column's row of the SegmentTable
+    # Changes of the fresh columns other than appends (a row replaced, a column gone): a reader of ``live_fresh``
+    # that extends what it read while this count stands reads what a new call gives.
+    fresh_changes: int = 0
     mentions: dict[int, list[Span]] = field(default_factory=dict)  # every entity's mentions, in order
     entity_of_span: dict[Span, int] = field(default_factory=dict)
     active: set[int] = field(default_factory=set)
@@ -201,13 +204,14 @@ class EntityMemory:
         ]
         return rows, [self.entity_of(self.base_ids[row]) for row in rows]
 
-    def live_fresh(self) -> tuple[list[int], list[int]]:
-        """The fresh columns scored, in order: their ``SegmentTable`` rows and the entity of each."""
+    def live_fresh(self, first: int = 0) -> tuple[list[int], list[int]]:
+        """The fresh columns scored, in order: their ``SegmentTable`` rows and the entity of each; ``first``: from
+        that position of ``fresh_ids`` on."""
         # is_scored and entity_of inlined: this runs for every read span
         owner, every = self.owner, self.score_representations
         live = [
             (row, owner.get(column_id, column_id))
-            for column_id, row in zip(self.fresh_ids, self.fresh_rows, strict=True)
+            for column_id, row in zip(self.fresh_ids[first:], self.fresh_rows[first:], strict=True)
             if every or column_id in owner
         ]
         return [row for row, _ in live], [entity for _, entity in live]
@@ -215,7 +219,10 @@ class EntityMemory:
     def _set_fresh(self, column_id: int, row: int) -> None:
         """Give a column a fresh version, held in ``row`` (a new column, or a base row superseded)."""
         if column_id in self.fresh_ids:
-            self.fresh_rows[self.fresh_ids.index(column_id)] = row
+            position = self.fresh_ids.index(column_id)
+            if self.fresh_rows[position] != row:
+                self.fresh_rows[position] = row
+                self.fresh_changes += 1
             return
         if column_id in self.base_row:
             self.superseded.add(self.base_row[column_id])
@@ -240,6 +247,7 @@ class EntityMemory:
             position = self.fresh_ids.index(slot_id)
             del self.fresh_ids[position], self.fresh_rows[position]
             del self.owner[slot_id], self.slot_span[slot_id]
+            self.fresh_changes += 1
         else:
             self.superseded.add(self.base_row[slot_id])
             self.dropped.append(slot_id)
@@ -341,6 +349,7 @@ class EntityMemory:
         self.active -= gone
         self.evicted.extend(leaving)
         self.superseded, self.dropped, self.fresh_ids, self.fresh_rows = set(), [], [], []
+        self.fresh_changes += 1
         self.table = None
         return leaving
 

@@ -374,7 +374,10 @@ class IncrementalCorefModel(nn.Module):
         self.project_base_again(memory, weights)
         target_projections = self.pair_scorer.project_targets(embeddings, weights)  # [n, ffnn]
         candidate_projections = self.pair_scorer.project_candidates(embeddings, weights)  # [n, ffnn]
-        sources = self.src_projection(embeddings) if self.uses_coarse else None  # [n, D]
+        sources = None  # [n, D]: the coarse projection, where the fine FFNN computes (bf16 at inference)
+        if self.uses_coarse:
+            with self.pair_scorer.inference_autocast(embeddings):
+                sources = self.src_projection(embeddings)
         floors = self.coarse_floors(mention_scores)  # [n] or None
         table = memory.begin_segment(embeddings, candidate_projections, mention_scores)
         scores = SegmentScores(

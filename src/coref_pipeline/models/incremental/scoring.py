@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import numpy as np
 import torch
@@ -88,6 +88,17 @@ def host_tensor(values: np.ndarray | Sequence, device: torch.device, dtype: torc
     return tensor if device.type == "cpu" else tensor.to(device)
 
 
+class ScoredTables(NamedTuple):
+    """The tensors a segment's fine-FFNN passes gather rows of: the read spans' embeddings ``[n, D]`` (the
+    targets) and target projections ``[n, ffnn]``, the static rows' embeddings ``[B + n, D]`` and candidate
+    projections ``[B + n, ffnn]``."""
+
+    targets: torch.Tensor
+    target_projections: torch.Tensor
+    static_embeddings: torch.Tensor
+    static_projections: torch.Tensor
+
+
 class SegmentScores:
     """What a segment's decisions read, on the host, and the tensors the loss gathers from.
 
@@ -122,8 +133,6 @@ class SegmentScores:
         self.weights = weights
         # phi's embeddings as one table (one lookup a pass); in the graph in training
         self.feature_table = model.pair_scorer.feature_table(features.speaker_ids is not None)
-        self.embeddings = embeddings
-        self.target_projections = target_projections
         self.sources = sources
         self.device = embeddings.device
         self.calibrated = config.score == "calibrated"
@@ -134,10 +143,18 @@ class SegmentScores:
         base_anchors = features.positions([memory.anchor(column_id) for column_id in memory.base_ids])
         self.static_anchors = np.concatenate([np.array(base_anchors, dtype=np.int64).reshape(-1, 2), self.located_host])
         self.static_embeddings, self.static_projections, self.static_priors = table.static()  # [B + n, .]
+        # What the fine FFNN gathers per pair, in the dtype it multiplies in (cast once per segment: without a graph
+        # the same values as each pair's row cast; in training the tensors themselves, their gradients as before).
+        dtype = model.pair_scorer.scoring_dtype(embeddings)
+        self.scored = ScoredTables(embeddings, target_projections, self.static_embeddings, self.static_projections)
+        if not torch.is_grad_enabled() and dtype != embeddings.dtype:
+            self.weights = model.pair_scorer.parts_in(weights, dtype)
+            self.scored = ScoredTables(*(as_dtype(tensor, dtype) for tensor in self.scored))
         self.coarse_scores = None  # [n, B + n]: the bilinear term + each row's prior (the coarse score)
         if model.uses_coarse:
             with torch.set_grad_enabled(torch.is_grad_enabled() and self.calibrated):  # with the calibrated score
-                bilinear = as_dtype(sources @ self.static_embeddings.T, torch.float)  # [n, B + n]
+                with model.pair_scorer.inference_autocast(sources):  # where the fine FFNN computes
+                    bilinear = as_dtype(sources @ self.static_embeddings.T, torch.float)  # [n, B + n]
                 self.coarse_scores = bilinear + as_dtype(self.static_priors, torch.float)
         # 1. The mention scores, the floors and the coarse scores in one read.
         ranks = self.limit is not None or floors is not None
@@ -191,20 +208,20 @@ class SegmentScores:
         table rows ``[features used, P]``): ``[P]``."""
         scorer = self.model.pair_scorer
         total = positions.shape[0]
-        width = self.static_embeddings.shape[1] + self.target_projections.shape[1]
+        width = self.static_embeddings.shape[1] + self.static_projections.shape[1]
         step = total if torch.is_grad_enabled() else max(1, BASE_SCORE_CHUNK_ELEMENTS // max(1, width))
         chunks = []
         for first in range(0, total, step):
             span_rows, table_rows = positions[first : first + step], rows[first : first + step]  # [p] each
             chunks.append(
                 scorer.scores(
-                    self.embeddings.index_select(0, span_rows),  # [p, D]: each pair its own target
-                    self.static_embeddings,
+                    self.scored.targets.index_select(0, span_rows),  # [p, D]: each pair its own target
+                    self.scored.static_embeddings,
                     table_rows.unsqueeze(1),  # [p, 1]
                     self.pair_features(features[:, first : first + step]),  # [p, 1, F]
-                    candidate_projection=self.static_projections,
+                    candidate_projection=self.scored.static_projections,
                     parts=self.weights,
-                    target_projection=self.target_projections.index_select(0, span_rows),
+                    target_projection=self.scored.target_projections.index_select(0, span_rows),
                 ).squeeze(1)
             )
         fine = torch.cat(chunks) if len(chunks) > 1 else chunks[0]  # [P]
@@ -310,17 +327,18 @@ class SegmentScores:
         features = self.feature_rows(indices)  # [f, P]
         index = host_tensor(np.concatenate([np.zeros((1, count), dtype=np.int64), features]), self.device)  # [1 + f, m]
         fine = scorer.scores(
-            self.embeddings[later],  # [m, D]
+            self.scored.targets[later],  # [m, D]
             embedding.unsqueeze(0),  # [1, D]
             index[0].unsqueeze(1),  # [m, 1]: the one candidate
             self.pair_features(index[1:]),  # [m, 1, F]
             candidate_projection=projection.unsqueeze(0),
             parts=self.weights,
-            target_projection=self.target_projections[later],
+            target_projection=self.scored.target_projections[later],
         ).squeeze(1)  # [m]
         read = [fine]
         if self.model.uses_coarse:
-            bilinear = (self.sources[later] @ embedding).float()  # [m]
+            with scorer.inference_autocast(embedding):
+                bilinear = (self.sources[later] @ embedding).float()  # [m]
             if self.calibrated:
                 fine = fine + prior + bilinear
                 read = [fine]

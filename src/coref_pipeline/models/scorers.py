@@ -484,7 +484,7 @@ class PairScorer(nn.Module):
         (``project_targets``) may be passed when already computed.
         """
         if self.enters_inference_dtype(targets):
-            with self.inference_autocast(targets):
+            with torch.autocast(targets.device.type, dtype=self.inference_dtype):
                 return self.scores(targets, candidates, index, features, candidate_projection, parts, target_projection)
         weights = parts or self.first_layer_parts()
         if candidate_projection is None:

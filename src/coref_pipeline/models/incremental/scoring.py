@@ -154,7 +154,8 @@ class SegmentScores:
         if model.uses_coarse:
             with torch.set_grad_enabled(torch.is_grad_enabled() and self.calibrated):  # with the calibrated score
                 with model.pair_scorer.inference_autocast(sources):  # where the fine FFNN computes
-                    bilinear = as_dtype(sources @ self.static_embeddings.T, torch.float)  # [n, B + n]
+                    # the static rows as the fine FFNN reads them (in bf16 at inference: cast once, above)
+                    bilinear = as_dtype(sources @ self.scored.static_embeddings.T, torch.float)  # [n, B + n]
                 self.coarse_scores = bilinear + as_dtype(self.static_priors, torch.float)
         # 1. The mention scores, the floors and the coarse scores in one read.
         ranks = self.limit is not None or floors is not None

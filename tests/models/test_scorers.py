@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from coref_pipeline.models import scorers
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import IncrementalConfig
 from coref_pipeline.models.incremental import IncrementalCorefModel, PairFeatures
@@ -279,3 +280,38 @@ def test_candidate_scores_without_a_graph_add_in_place_to_the_same_bits(model_he
     with torch.enable_grad():
         graph = scorer.score_candidates(hidden.requires_grad_(), starts, ends, widths)
     assert graph.requires_grad and torch.equal(in_place, graph.detach())
+
+
+@pytest.mark.parametrize("model_heads", [True, False])
+def test_candidate_scores_in_slices_are_the_bits_of_one_pass_with_or_without_dropout(model_heads, monkeypatch):
+    # On a CPU without a graph the candidates are scored a slice at a time (CANDIDATE_SLICE rows, the last slice
+    # taking the remainder), the dropout masks sliced with them: the scores of one pass over every candidate, bit
+    # for bit (the graph's single pass; with training's masks the unsliced pass), spans whose attention weights
+    # underflow included.
+    torch.manual_seed(0)
+    config = tiny_config(model_heads=model_heads, dropout_rate=0.3)
+    scorer = BaselineCorefModel(config, tiny_encoder(seed=1)).span_scorer
+    sentence_map = torch.randint(0, 12, (400,)).sort().values
+    starts, ends = candidate_spans(sentence_map, 5)
+    hidden = torch.randn(400, 32)
+    attention = scorer.mention_word_attn.weight[0].detach()
+    hidden[[7, 333]] += 500.0 * attention / attention.norm() ** 2  # logits 500 nats above their neighbours': the
+    # spans beside them, in their blocks of the table, underflow there and are computed explicitly
+    monkeypatch.setattr(scorers, "CANDIDATE_SLICE", 256)
+    assert starts.numel() > 4 * 256 and starts.numel() % 256  # seven slices, the last one longer
+    scorer.eval()
+    widths = scorer.width_features(starts, ends)
+    with torch.enable_grad():
+        one_pass = scorer.score_candidates(hidden.clone().requires_grad_(), starts, ends, widths).detach()
+    with torch.no_grad():
+        sliced = scorer.score_candidates(hidden, starts, ends, widths)
+    assert torch.equal(sliced, one_pass)
+    scorer.train()  # training's candidate pass: masks drawn for every candidate, sliced with them
+    masks = scorer.mention_scores.keep_masks(starts.numel(), hidden.device)
+    assert masks and not masks[0].all()
+    with torch.no_grad():
+        prior = scorer.width_prior()  # its dropout drawn once, as candidate_scores draws it
+        sliced = scorer.score_candidates(hidden, starts, ends, widths, masks, prior)
+        monkeypatch.setattr(scorers, "CANDIDATE_SLICE", starts.numel())
+        whole = scorer.score_candidates(hidden, starts, ends, widths, masks, prior)
+    assert torch.equal(sliced, whole) and not torch.equal(sliced, one_pass)

@@ -182,6 +182,97 @@ def spans_cross(a: tuple[int, int], b: tuple[int, int]) -> bool:
 _SMALLEST_ATTENTION_TOTAL = 1e-30
 
 
+class SpanAttentionTable:
+    """``sum_t softmax(logits[s..e])_t * values[t]`` for any span of width at most ``widest + 1``, through a disjoint
+    sparse table built once: the span-level attention of every candidate span, read in as many slices as wanted.
+
+    O(n * d * log W) to build, O(d) a span to read, instead of materialising every span's W tokens: each span's
+    weighted sum is the sum of two precomputed partial sums of non-negative terms (no subtraction, so float32 is
+    exact enough), gathered in one ``embedding_bag``.
+
+    Level ``l < L`` (``2**L > widest``) holds, for each position, its suffix sum to the middle of its aligned block
+    of ``2**(l + 1)`` positions (left half) or its prefix sum from that middle (right half); a span whose ends first
+    differ in bit ``l`` is the suffix at ``s`` plus the prefix at ``e``. A span across a boundary of the aligned
+    blocks of ``2**L`` is the suffix within ``s``'s block plus the prefix within ``e``'s. The weights are scaled by
+    the largest logit of the block a pair of sums shares, so they only underflow for spans far below their block's
+    largest logit; those are recomputed with :func:`span_attention_explicit`.
+    """
+
+    def __init__(self, logits: torch.Tensor, values: torch.Tensor, widest: int) -> None:
+        """``logits`` ``[n]``, ``values`` ``[n, d]``; ``widest``: the largest ``end - start`` to be read."""
+        num_tokens, dim = values.shape
+        self.logits, self.values, self.widest = logits, values, widest
+        self.levels = levels = max(1, widest.bit_length())  # 2**levels > widest
+        block = 1 << levels
+        self.padded = padded = -(-num_tokens // block) * block
+        scores = logits.float()
+        scores = torch.cat([scores, scores.min().expand(padded - num_tokens)])  # [N]; padding weighs 0 below
+        ones = values.new_ones(num_tokens, 1, dtype=torch.float32)
+        augmented = torch.cat([torch.cat([values.float(), ones], dim=1), ones.new_zeros(padded - num_tokens, dim + 1)])
+
+        def weighted(size: int, scale: torch.Tensor) -> torch.Tensor:  # [N / size, size, d + 1]
+            weights = torch.exp(scores.view(-1, size) - scale.unsqueeze(1)).view(padded, 1)  # [N, 1]
+            return (weights * augmented).view(-1, size, dim + 1)
+
+        tables = []
+        for level in range(levels):
+            half = 1 << level
+            halves = weighted(2 * half, scores.view(-1, 2 * half).amax(dim=1)).view(-1, 2, half, dim + 1)
+            suffix = halves[:, 0].flip(1).cumsum(1).flip(1)  # to the block's middle
+            prefix = halves[:, 1].cumsum(1)  # from the block's middle
+            tables.append(torch.stack([suffix, prefix], dim=1).view(padded, dim + 1))
+        block_max = scores.view(-1, block).amax(dim=1)  # [N / block]
+        pair_max = torch.maximum(block_max[:-1], block_max[1:])  # blocks j and j + 1
+        across_suffix = weighted(block, torch.cat([pair_max, block_max[-1:]])).flip(1).cumsum(1).flip(1)
+        across_prefix = weighted(block, torch.cat([block_max[:1], pair_max])).cumsum(1)
+        tables += [across_suffix.reshape(padded, dim + 1), across_prefix.reshape(padded, dim + 1)]
+        tables.append(augmented.new_zeros(1, dim + 1))  # the second row of a one-token span
+        self.table = torch.cat(tables)  # [(levels + 2) * N + 1, d + 1]
+
+    def _read(self, starts: torch.Tensor, ends: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The spans' unnormalised sums ``[spans, d]``, their divisors ``[spans, 1]`` and the positions of those whose
+        weights underflowed ``[underflowed]``."""
+        levels, padded, dim = self.levels, self.padded, self.values.shape[1]
+        differ = starts ^ ends
+        # [spans]: the highest differing bit, -1 if none (float32 holds token positions exactly up to 2**24;
+        # no float64, which some devices lack)
+        level = torch.frexp(differ.float()).exponent.long() - 1
+        across = level >= levels
+        first = torch.where(across, levels * padded + starts, level.clamp(min=0) * padded + starts)
+        second = torch.where(across, (levels + 1) * padded + ends, level * padded + ends)
+        second = torch.where(differ == 0, (levels + 2) * padded, second)
+        pairs = torch.stack([first, second], dim=1)  # [spans, 2]: the two partial sums' rows
+        sums = nn_functional.embedding_bag(pairs, self.table, mode="sum")  # [spans, d + 1]
+        totals = sums[:, dim:]  # [spans, 1]
+        too_small = totals < _SMALLEST_ATTENTION_TOTAL  # [spans, 1]
+        # Dividing those by 1 keeps their (discarded) gradient finite.
+        divisors = torch.where(too_small, 1.0, totals)  # [spans, 1]
+        return sums[:, :dim], divisors, too_small.squeeze(1).nonzero().squeeze(1)
+
+    def _explicit(self, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+        return span_attention_explicit(self.logits, self.values, starts, ends, self.widest + 1)
+
+    def sums(self, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+        """The spans' attention-weighted sums, ``[spans, d]`` in the values' dtype."""
+        sums, divisors, underflowed = self._read(starts, ends)
+        heads = (sums / divisors).to(self.values.dtype)  # [spans, d]
+        if underflowed.numel():
+            explicit = self._explicit(starts[underflowed], ends[underflowed]).to(self.values.dtype)
+            heads = heads.index_put((underflowed,), explicit)
+        return heads
+
+    def add_sums_to(self, add_to: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
+        """``add_to`` (float32 ``[spans, d]``, not tracked by autograd) plus the spans' sums, in place and returned:
+        the same values as ``add_to + sums(...)``, without a ``[spans, d]`` tensor of their own (one division and one
+        pass over it fewer)."""
+        sums, divisors, underflowed = self._read(starts, ends)
+        kept = add_to[underflowed] if underflowed.numel() else None  # [underflowed, d]: their sums come below
+        add_to.addcdiv_(sums, divisors)  # a + 1 * b / c: a + b / c, rounded as the division and the sum
+        if kept is not None:
+            add_to[underflowed] = kept + self._explicit(starts[underflowed], ends[underflowed])
+        return add_to
+
+
 def span_attention_sums(
     logits: torch.Tensor,
     values: torch.Tensor,
@@ -189,84 +280,15 @@ def span_attention_sums(
     ends: torch.Tensor,
     add_to: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``sum_t softmax(logits[s..e])_t * values[t]`` for every span, through a disjoint sparse table.
+    """``sum_t softmax(logits[s..e])_t * values[t]`` for every span (``SpanAttentionTable``).
 
     ``add_to``: a float32 ``[spans, d]`` tensor that autograd does not track, to which the sums are added in
-    place and which is returned (the same values as ``add_to + span_attention_sums(...)``, without a
-    ``[spans, d]`` tensor of their own: prediction's largest, one division and one pass over it fewer).
-
-    O(n * d * log W + spans * d) instead of materialising every span's W tokens: each span's
-    weighted sum is the sum of two precomputed partial sums of non-negative terms (no
-    subtraction, so float32 is exact enough), gathered in one ``embedding_bag``.
-
-    Level ``l < L`` (``2**L > ``the widest span's ``e - s``) holds, for each position, its
-    suffix sum to the middle of its aligned block of ``2**(l + 1)`` positions (left half) or
-    its prefix sum from that middle (right half); a span whose ends first differ in bit ``l``
-    is the suffix at ``s`` plus the prefix at ``e``. A span across a boundary of the aligned
-    blocks of ``2**L`` is the suffix within ``s``'s block plus the prefix within ``e``'s.
-    The weights are scaled by the largest logit of the block a pair of sums shares, so they
-    only underflow for spans far below their block's largest logit; those are recomputed
-    with :func:`span_attention_explicit`.
+    place and which is returned (``SpanAttentionTable.add_sums_to``).
     """
-    num_tokens, dim = values.shape
     if starts.numel() == 0:
-        return values.new_zeros(0, dim)
-    widest = int((ends - starts).max())
-    levels = max(1, widest.bit_length())  # 2**levels > widest
-    block = 1 << levels
-    padded = -(-num_tokens // block) * block
-    scores = logits.float()
-    scores = torch.cat([scores, scores.min().expand(padded - num_tokens)])  # [N]; padding weighs 0 below
-    ones = values.new_ones(num_tokens, 1, dtype=torch.float32)
-    augmented = torch.cat([torch.cat([values.float(), ones], dim=1), ones.new_zeros(padded - num_tokens, dim + 1)])
-
-    def weighted(size: int, scale: torch.Tensor) -> torch.Tensor:  # [N / size, size, d + 1]
-        weights = torch.exp(scores.view(-1, size) - scale.unsqueeze(1)).view(padded, 1)  # [N, 1]
-        return (weights * augmented).view(-1, size, dim + 1)
-
-    tables = []
-    for level in range(levels):
-        half = 1 << level
-        halves = weighted(2 * half, scores.view(-1, 2 * half).amax(dim=1)).view(-1, 2, half, dim + 1)
-        suffix = halves[:, 0].flip(1).cumsum(1).flip(1)  # to the block's middle
-        prefix = halves[:, 1].cumsum(1)  # from the block's middle
-        tables.append(torch.stack([suffix, prefix], dim=1).view(padded, dim + 1))
-    block_max = scores.view(-1, block).amax(dim=1)  # [N / block]
-    pair_max = torch.maximum(block_max[:-1], block_max[1:])  # blocks j and j + 1
-    across_suffix = weighted(block, torch.cat([pair_max, block_max[-1:]])).flip(1).cumsum(1).flip(1)
-    across_prefix = weighted(block, torch.cat([block_max[:1], pair_max])).cumsum(1)
-    tables += [across_suffix.reshape(padded, dim + 1), across_prefix.reshape(padded, dim + 1)]
-    tables.append(augmented.new_zeros(1, dim + 1))  # the second row of a one-token span
-    table = torch.cat(tables)  # [(levels + 2) * N + 1, d + 1]
-
-    differ = starts ^ ends
-    # [spans]: the highest differing bit, -1 if none (float32 holds token positions exactly up to 2**24;
-    # no float64, which some devices lack)
-    level = torch.frexp(differ.float()).exponent.long() - 1
-    across = level >= levels
-    first = torch.where(across, levels * padded + starts, level.clamp(min=0) * padded + starts)
-    second = torch.where(across, (levels + 1) * padded + ends, level * padded + ends)
-    second = torch.where(differ == 0, (levels + 2) * padded, second)
-    sums = nn_functional.embedding_bag(torch.stack([first, second], dim=1), table, mode="sum")  # [spans, d + 1]
-    totals = sums[:, dim:]  # [spans, 1]
-    too_small = totals < _SMALLEST_ATTENTION_TOTAL  # [spans, 1]
-    # Dividing those by 1 keeps their (discarded) gradient finite.
-    divisors = torch.where(too_small, 1.0, totals)  # [spans, 1]
-    underflowed = too_small.squeeze(1).nonzero().squeeze(1)
-    if add_to is not None:
-        kept = add_to[underflowed] if underflowed.numel() else None  # [underflowed, d]: their sums come below
-        add_to.addcdiv_(sums[:, :dim], divisors)  # a + 1 * b / c: a + b / c, rounded as the division and the sum
-        if kept is not None:
-            explicit = span_attention_explicit(logits, values, starts[underflowed], ends[underflowed], widest + 1)
-            add_to[underflowed] = kept + explicit
-        return add_to
-    heads = (sums[:, :dim] / divisors).to(values.dtype)  # [spans, d]
-    if underflowed.numel():
-        explicit = span_attention_explicit(logits, values, starts[underflowed], ends[underflowed], widest + 1).to(
-            values.dtype
-        )
-        heads = heads.index_put((underflowed,), explicit)
-    return heads
+        return values.new_zeros(0, values.shape[1]) if add_to is None else add_to
+    table = SpanAttentionTable(logits, values, int((ends - starts).max()))
+    return table.sums(starts, ends) if add_to is None else table.add_sums_to(add_to, starts, ends)
 
 
 def span_attention_explicit(

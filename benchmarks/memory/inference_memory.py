@@ -146,6 +146,7 @@ def worker(model_dir: str, input_path: str) -> None:
         seconds = time.perf_counter() - started
         figures["subtokens"] = tensors.num_tokens
     peak = peak_resident_mb(reset)
+    figures["peak_since_predict"] = reset  # False: the process's peak (ru_maxrss), load included
     figures.update(
         peak_rss_mb=peak,
         rss_before_predict_mb=before,
@@ -245,7 +246,12 @@ def main() -> None:
                     flush=True,
                 )
     summary: dict[str, object] = {
-        "measure": "peak resident set size while predicting (VmHWM restarted before it), a fresh process per (model, length)",
+        "measure": (
+            "peak resident set size while predicting (VmHWM restarted before it), a fresh process per (model, length)"
+            if all(row["peak_since_predict"] for row in rows)
+            else "peak resident set size of a fresh process per (model, length), ru_maxrss: the high-water mark "
+            "could not be restarted before predicting here, so the import's and the load's peak may hide it"
+        ),
         "input": args.input,
         "rows": rows,
     }

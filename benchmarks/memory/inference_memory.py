@@ -1,6 +1,6 @@
 """Peak memory and time of prediction against document length, both models: segmented documents or raw text.
 
-Run: python benchmarks/memory/inference_memory.py [--input documents] [--lengths 500,1000,2000,4000,8000,16000]
+Run: python benchmarks/memory/inference_memory.py [--input documents] [--lengths 500,1000,2000,4000,8000,16000,32000]
          [--baseline-dir DIR] [--incremental-dir DIR]
      python benchmarks/memory/inference_memory.py --input text --lengths 1000,5000,20000 [--baseline-dir DIR ...]
 
@@ -9,6 +9,13 @@ Each (model, length) runs in a fresh Python process that loads the model as `pre
 mark restarted just before predicting (Linux's ``/proc/self/clear_refs``, then ``VmHWM``; elsewhere the process's
 ``ru_maxrss``, which the import and the load may hide it under), in full and as the increase over the resident size
 just before predicting (weights and libraries loaded), with the seconds the prediction took.
+
+With glibc each (model, length) runs twice: with the allocator as `predict` sets it (by default, on 16 GiB or more,
+freed blocks kept in the heap for reuse: ``runtime.devices.keep_host_memory``), whose resident set holds the heap's
+free blocks too, and again with every block of 256 KB or more mapped for itself and handed back when freed
+(``COREF_PIPELINE_KEEP_HOST_MEMORY=0`` and ``GLIBC_TUNABLES`` ``mmap_threshold`` and ``trim_threshold``): the
+**held** peak, what the prediction's tensors occupy at once, which the kept heap's growth cannot hide or inflate
+(slower: each large block is faulted in anew).
 
 * ``--input documents`` (the default): documents of about each length in subtokens, made by concatenating the
   shared LitBank test and train documents (segmented at the model's segment length) and cutting at a segment
@@ -33,6 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 
 import argparse
 import json
+import os
+import platform
 import resource
 import subprocess
 import tempfile
@@ -110,13 +119,31 @@ def peak_resident_mb(since_reset: bool) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+# Blocks of this size or more mapped for themselves and unmapped when freed: the held measure's allocator.
+HELD_BLOCK_BYTES = 256 * 1024
+
+
+def held_environment() -> dict[str, str] | None:
+    """The environment of a run whose resident set holds only what is in use (large blocks handed back when freed):
+    the project's kept heap off, glibc's mmap and trim thresholds fixed low; None without glibc."""
+    if platform.libc_ver()[0] != "glibc":
+        return None
+    tunables = f"glibc.malloc.mmap_threshold={HELD_BLOCK_BYTES}:glibc.malloc.trim_threshold={HELD_BLOCK_BYTES}"
+    inherited = os.environ.get("GLIBC_TUNABLES")
+    return {
+        **os.environ,
+        "COREF_PIPELINE_KEEP_HOST_MEMORY": "0",
+        "GLIBC_TUNABLES": f"{inherited}:{tunables}" if inherited else tunables,
+    }
+
+
 def worker(model_dir: str, input_path: str) -> None:
     """Load, then predict a document (``.json``) or a text (``.txt``); print the figures as JSON (a fresh process)."""
     import torch
 
     from coref_pipeline.formats.text import split_text
     from coref_pipeline.runtime.devices import resident_bytes
-    from coref_pipeline.serving.coref_model import CorefModel
+    from coref_pipeline.serving.coref_model import CorefModel, DocumentTooLongError
 
     torch.set_grad_enabled(False)
     path = Path(input_path)
@@ -139,6 +166,11 @@ def worker(model_dir: str, input_path: str) -> None:
     else:
         trained = CorefModel.load(model_dir, for_prediction=True)  # as `predict` loads it
         tensors = trained.tensorize(json.loads(path.read_text()))
+        try:
+            trained.check_length(tensors)
+        except DocumentTooLongError as error:  # the baseline past max_inference_subtokens: a row that says so
+            print(json.dumps({"subtokens": tensors.num_tokens, "refused": str(error).split(" (")[0]}))
+            return
         before = resident_bytes() / 2**20
         reset = reset_peak_resident()
         started = time.perf_counter()
@@ -155,6 +187,15 @@ def worker(model_dir: str, input_path: str) -> None:
         clusters=len(clusters),
     )
     print(json.dumps(figures))
+
+
+def run_worker(model: str, length: int, directory: Path, path: Path, environment: dict[str, str] | None) -> dict:
+    """One worker process's figures (``environment``: the held measure's, or None for this process's)."""
+    command = [sys.executable, __file__, "--worker", str(directory), str(path)]
+    result = subprocess.run(command, capture_output=True, text=True, env=environment)
+    if result.returncode != 0:
+        sys.exit(f"{model} at {length} failed:\n{result.stderr[-2000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def incremental_dir(baseline_dir: Path, requested: Path | None, scratch: Path) -> Path:
@@ -180,9 +221,18 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(6.5, 4))
-    for model, marker in (("baseline", "o"), ("incremental", "s")):
-        points = sorted((r["subtokens"], r["peak_rss_mb"]) for r in rows if r["model"] == model)
-        axis.plot([p[0] for p in points], [p[1] / 1024 for p in points], marker=marker, label=model)
+    for model, marker, color in (("baseline", "o", "tab:blue"), ("incremental", "s", "tab:orange")):
+        for key, style, label in (("peak_rss_mb", "-", "resident"), ("held_peak_rss_mb", "--", "held")):
+            points = sorted((r["subtokens"], r[key]) for r in rows if r["model"] == model and key in r)
+            if points:
+                axis.plot(
+                    [p[0] for p in points],
+                    [p[1] / 1024 for p in points],
+                    style,
+                    marker=marker,
+                    color=color,
+                    label=f"{model}, {label}",
+                )
     axis.set_xscale("log", base=2)
     axis.set_xlabel("document length (subtokens)")
     axis.set_ylabel("peak resident memory (GiB)")
@@ -197,7 +247,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", choices=["documents", "text"], default="documents")
     parser.add_argument(
-        "--lengths", help="subtokens (documents; default 500,...,16000) or words (text; 1000,5000,20000)"
+        "--lengths", help="subtokens (documents; default 500,...,32000) or words (text; 1000,5000,20000)"
     )
     parser.add_argument("--baseline-dir", type=Path, default=RESULTS / "baseline_litbank" / "run" / "best")
     parser.add_argument("--incremental-dir", type=Path, default=None)
@@ -211,7 +261,8 @@ def main() -> None:
         sys.exit(f"no baseline model at {args.baseline_dir}: run benchmarks/training/baseline.py first, or name one")
     text = args.input == "text"
     lengths = [
-        int(x) for x in (args.lengths or ("1000,5000,20000" if text else "500,1000,2000,4000,8000,16000")).split(",")
+        int(x)
+        for x in (args.lengths or ("1000,5000,20000" if text else "500,1000,2000,4000,8000,16000,32000")).split(",")
     ]
     from benchmarks.common import segmented_litbank
     from coref_pipeline.serving.coref_model import CorefModel
@@ -222,6 +273,7 @@ def main() -> None:
         corpus = segmented.documents("test", config.max_segment_len)
         corpus += segmented.documents("train", config.max_segment_len)
     rows = []
+    held = held_environment()
     print(f"host: {host()}", flush=True)
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)
@@ -233,24 +285,35 @@ def main() -> None:
             path = scratch / (f"text_{length}.txt" if text else f"document_{length}.json")
             path.write_text(litbank_text(length) if text else json.dumps(concatenated_document(corpus, length)))
             for model, directory in models.items():
-                command = [sys.executable, __file__, "--worker", str(directory), str(path)]
-                result = subprocess.run(command, capture_output=True, text=True)
-                if result.returncode != 0:
-                    sys.exit(f"{model} at {length} failed:\n{result.stderr[-2000:]}")
-                row = {"model": model, "target_length": length, **json.loads(result.stdout.strip().splitlines()[-1])}
+                row = {"model": model, "target_length": length, **run_worker(model, length, directory, path, None)}
+                if "refused" in row:
+                    rows.append(row)
+                    print(f"{model:<12} {row['subtokens']:>6} subtokens: refused: {row['refused']}", flush=True)
+                    continue
+                if held is not None:
+                    figures = run_worker(model, length, directory, path, held)
+                    row.update(held_peak_rss_mb=figures["peak_rss_mb"], held_increase_mb=figures["increase_mb"])
+                    row["held_seconds"] = figures["seconds"]
                 rows.append(row)
                 split = f", splitting {row['split_seconds']:.1f} s" if text else ""
+                held_figure = f"; held {row['held_peak_rss_mb']:>6.0f} MB" if held is not None else ""
                 print(
                     f"{model:<12} {row['subtokens']:>6} subtokens: peak RSS {row['peak_rss_mb']:>8.0f} MB "
-                    f"(+{row['increase_mb']:.0f} MB while predicting), {row['seconds']:.1f} s{split}",
+                    f"(+{row['increase_mb']:.0f} MB while predicting){held_figure}, {row['seconds']:.1f} s{split}",
                     flush=True,
                 )
     summary: dict[str, object] = {
         "measure": (
             "peak resident set size while predicting (VmHWM restarted before it), a fresh process per (model, length)"
-            if all(row["peak_since_predict"] for row in rows)
+            if all(row.get("peak_since_predict", True) for row in rows)
             else "peak resident set size of a fresh process per (model, length), ru_maxrss: the high-water mark "
             "could not be restarted before predicting here, so the import's and the load's peak may hide it"
+        ),
+        "held_measure": (
+            f"the same with every block of {HELD_BLOCK_BYTES // 1024} KB or more handed back when freed "
+            "(COREF_PIPELINE_KEEP_HOST_MEMORY=0, GLIBC_TUNABLES mmap_threshold and trim_threshold): held_peak_rss_mb"
+            if held is not None
+            else "not measured: the allocator is not glibc's"
         ),
         "input": args.input,
         "rows": rows,
@@ -258,13 +321,14 @@ def main() -> None:
     if text:
         write_results(summary, RESULTS / "inference_memory_text.json")
         return
-    incremental = {r["target_length"]: r["peak_rss_mb"] for r in rows if r["model"] == "incremental"}
-    baseline = {r["target_length"]: r["peak_rss_mb"] for r in rows if r["model"] == "baseline"}
-    if 1000 in incremental and 16000 in incremental:
-        summary["incremental_16k_over_1k"] = incremental[16000] / incremental[1000]
-        summary["baseline_16k_over_1k"] = baseline[16000] / baseline[1000]
-        print(f"incremental peak at 16k / at 1k: {summary['incremental_16k_over_1k']:.3f} (goal <= 1.15)")
-        print(f"baseline peak at 16k / at 1k: {summary['baseline_16k_over_1k']:.3f}")
+    for key, label in (("peak_rss_mb", ""), ("held_peak_rss_mb", "_held")):
+        for model in ("incremental", "baseline"):
+            peaks = {r["target_length"]: r[key] for r in rows if r["model"] == model and key in r}
+            for longer in (16000, 32000):
+                if 1000 in peaks and longer in peaks:
+                    name = f"{model}{label}_{longer // 1000}k_over_1k"
+                    summary[name] = peaks[longer] / peaks[1000]
+                    print(f"{name}: {summary[name]:.3f}")
     write_results(summary, REPORTING / "memory.json")
     plot(rows, REPORTING / "memory.png")
     print(f"wrote {REPORTING / 'memory.png'}")

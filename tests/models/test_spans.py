@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from coref_pipeline.models.spans import (
+    SpanAttentionTable,
     bucket_distance,
     candidate_spans,
     prune_spans,
     span_attention_explicit,
-    span_attention_sums,
     span_cluster_ids,
     spans_cross,
 )
@@ -100,7 +100,7 @@ def test_prefix_sum_attention_equals_the_explicit_one(seed):
     n, d, width = 50, 7, 6
     logits, values = torch.randn(n) * 3, torch.randn(n, d)
     starts, ends = candidate_spans(torch.zeros(n, dtype=torch.long), width)
-    fast = span_attention_sums(logits, values, starts, ends)
+    fast = SpanAttentionTable(logits, values, int((ends - starts).max())).sums(starts, ends)
     slow = span_attention_explicit(logits, values, starts, ends, width)
     torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)
 
@@ -115,7 +115,7 @@ def test_attention_sums_stay_exact_and_finite_for_far_apart_logits(logit_scale):
     values = torch.randn(n, d, requires_grad=True)
     starts, ends = candidate_spans(torch.randint(0, 4, (n,)).sort().values, width)
     upstream = torch.randn(starts.numel(), d)
-    fast = span_attention_sums(logits, values, starts, ends)
+    fast = SpanAttentionTable(logits, values, int((ends - starts).max())).sums(starts, ends)
     slow = span_attention_explicit(logits, values, starts, ends, width)
     torch.testing.assert_close(fast, slow, rtol=1e-5, atol=1e-5)
     fast_grads = torch.autograd.grad((fast * upstream).sum(), [logits, values])
@@ -130,11 +130,11 @@ def test_attention_sums_of_one_token_spans_and_spans_across_blocks():
     torch.manual_seed(2)
     logits, values = torch.randn(40), torch.randn(40, 3)
     starts, ends = candidate_spans(torch.zeros(40, dtype=torch.long), 9)
-    fast = span_attention_sums(logits, values, starts, ends)
+    fast = SpanAttentionTable(logits, values, int((ends - starts).max())).sums(starts, ends)
     torch.testing.assert_close(fast, span_attention_explicit(logits, values, starts, ends, 9), rtol=1e-5, atol=1e-5)
     single = starts == ends
     torch.testing.assert_close(fast[single], values[starts[single]])
-    assert span_attention_sums(logits, values, starts[:0], ends[:0]).shape == (0, 3)
+    assert SpanAttentionTable(logits, values, int((ends - starts).max())).sums(starts[:0], ends[:0]).shape == (0, 3)
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -175,7 +175,8 @@ def test_attention_sums_added_in_place_are_the_sum_of_the_two_exactly(logit_scal
     logits, values = torch.randn(n) * logit_scale, torch.randn(n, d)
     starts, ends = candidate_spans(torch.randint(0, 3, (n,)).sort().values, width)
     base = torch.randn(starts.numel(), d)
-    expected = base + span_attention_sums(logits, values, starts, ends)
+    table = SpanAttentionTable(logits, values, int((ends - starts).max()))
+    expected = base + table.sums(starts, ends)
     target = base.clone()
-    returned = span_attention_sums(logits, values, starts, ends, add_to=target)
+    returned = table.add_sums_to(target, starts, ends)
     assert returned is target and torch.equal(target, expected)

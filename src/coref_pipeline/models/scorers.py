@@ -183,7 +183,7 @@ class SpanScorer(nn.Module):
                 else:
                     pre = torch.addmm(pre, width_features[rows], weights[2].T)
             if heads is not None:
-                if in_place and heads.values.dtype == torch.float32:
+                if in_place:  # the table's sums are float32 whatever the values' dtype, as ``pre`` is here
                     heads.add_sums_to(pre, starts[rows], ends[rows])
                 else:
                     pre.add_(heads.sums(starts[rows], ends[rows]))  # [slice, ffnn]

@@ -273,24 +273,6 @@ class SpanAttentionTable:
         return add_to
 
 
-def span_attention_sums(
-    logits: torch.Tensor,
-    values: torch.Tensor,
-    starts: torch.Tensor,
-    ends: torch.Tensor,
-    add_to: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """``sum_t softmax(logits[s..e])_t * values[t]`` for every span (``SpanAttentionTable``).
-
-    ``add_to``: a float32 ``[spans, d]`` tensor that autograd does not track, to which the sums are added in
-    place and which is returned (``SpanAttentionTable.add_sums_to``).
-    """
-    if starts.numel() == 0:
-        return values.new_zeros(0, values.shape[1]) if add_to is None else add_to
-    table = SpanAttentionTable(logits, values, int((ends - starts).max()))
-    return table.sums(starts, ends) if add_to is None else table.add_sums_to(add_to, starts, ends)
-
-
 def span_attention_explicit(
     logits: torch.Tensor, values: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, max_width: int
 ) -> torch.Tensor:

@@ -26,9 +26,11 @@ from coref_pipeline.models.spans import gold_mention_loss, prune_spans
 
 logger = logging.getLogger(__name__)
 
-# Most subtokens times max_span_width times ffnn_size (about the elements of the candidate scores' largest tensors,
-# [candidates, ffnn]) in one window of segments whose candidates are scored together: 2**25 floats, 128 MB in fp32
-# (a bound: a subtoken starts fewer than max_span_width candidates).
+# Most subtokens times max_span_width times ffnn_size in one window of segments whose candidates are scored
+# together: 2**25 floats, 128 MB in fp32. It bounds the candidate pass's largest tensors: with a graph its
+# [candidates, ffnn] ones (a subtoken starts fewer than max_span_width candidates); without one (prediction) the pass
+# runs in slices (``SpanScorer.score_candidates``) and its largest are the head's attention table and the per-token
+# parts, [about log2(max_span_width) + 2 times the subtokens, ffnn] at most, under the same bound.
 SPAN_WINDOW_ELEMENTS = 2**25
 # A document's encoder outputs, given to the model: a function of a segment's index (``[segment_len, H]``: a
 # cache), or the whole document's ``[num_subtokens, H]``, already encoded (several documents in one pass).

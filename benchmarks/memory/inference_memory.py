@@ -41,13 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import tempfile
 import time
 
 from benchmarks.common import LITBANK, REPORTING, RESULTS, host, require_litbank, write_results
+from coref_pipeline.runtime.devices import HELD_BLOCK_BYTES, held_memory_environment
 
 
 def concatenated_document(documents: list[dict], length: int) -> dict:
@@ -117,24 +117,6 @@ def peak_resident_mb(since_reset: bool) -> float:
                 if line.startswith("VmHWM:"):
                     return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-# Blocks of this size or more mapped for themselves and unmapped when freed: the held measure's allocator.
-HELD_BLOCK_BYTES = 256 * 1024
-
-
-def held_environment() -> dict[str, str] | None:
-    """The environment of a run whose resident set holds only what is in use (large blocks handed back when freed):
-    the project's kept heap off, glibc's mmap and trim thresholds fixed low; None without glibc."""
-    if platform.libc_ver()[0] != "glibc":
-        return None
-    tunables = f"glibc.malloc.mmap_threshold={HELD_BLOCK_BYTES}:glibc.malloc.trim_threshold={HELD_BLOCK_BYTES}"
-    inherited = os.environ.get("GLIBC_TUNABLES")
-    return {
-        **os.environ,
-        "COREF_PIPELINE_KEEP_HOST_MEMORY": "0",
-        "GLIBC_TUNABLES": f"{inherited}:{tunables}" if inherited else tunables,
-    }
 
 
 def worker(model_dir: str, input_path: str) -> None:
@@ -273,7 +255,7 @@ def main() -> None:
         corpus = segmented.documents("test", config.max_segment_len)
         corpus += segmented.documents("train", config.max_segment_len)
     rows = []
-    held = held_environment()
+    held = held_memory_environment(os.environ)
     print(f"host: {host()}", flush=True)
     with tempfile.TemporaryDirectory() as scratch:
         scratch = Path(scratch)

@@ -20,7 +20,13 @@ from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import IncrementalConfig, TrainingConfig
 from coref_pipeline.models.document import random_crop
 from coref_pipeline.models.incremental import IncrementalCorefModel
-from coref_pipeline.runtime.devices import DeviceError, resolve_device
+from coref_pipeline.runtime.devices import (
+    HELD_BLOCK_BYTES,
+    KEEP_HOST_MEMORY_VARIABLE,
+    DeviceError,
+    held_memory_environment,
+    resolve_device,
+)
 from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training.engine import Engine
 from coref_pipeline.training.loop import training_step
@@ -214,3 +220,16 @@ def test_precision_auto_takes_bf16_where_the_device_computes_it_natively(monkeyp
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
     assert devices.native_bf16(cpu) is None
     assert devices.resolve_precision("auto", cpu) == "32"
+
+
+def test_the_held_memory_environment_turns_the_kept_heap_off_and_adds_to_the_tunables_it_is_given(monkeypatch):
+    import platform
+
+    monkeypatch.setattr(platform, "libc_ver", lambda *args: ("glibc", "2.39"))
+    held = held_memory_environment({"PATH": "/bin", "GLIBC_TUNABLES": "glibc.malloc.arena_max=2"})
+    assert held["PATH"] == "/bin" and held[KEEP_HOST_MEMORY_VARIABLE] == "0"
+    thresholds = f"glibc.malloc.mmap_threshold={HELD_BLOCK_BYTES}:glibc.malloc.trim_threshold={HELD_BLOCK_BYTES}"
+    assert held["GLIBC_TUNABLES"] == f"glibc.malloc.arena_max=2:{thresholds}"
+    assert held_memory_environment({})["GLIBC_TUNABLES"] == thresholds
+    monkeypatch.setattr(platform, "libc_ver", lambda *args: ("", ""))  # musl, macOS: no such setting
+    assert held_memory_environment({"PATH": "/bin"}) is None

@@ -38,8 +38,8 @@ NUM_DISTANCE_BUCKETS = 10
 # Candidate spans scored at a time without a graph on a CPU (``SpanScorer.score_candidates``; the last slice takes
 # the remainder, up to twice as many): a slice's [slice, ffnn] rows (2 MB at 1,024 x 500 in float32) stay in the
 # cache through the parts added to them, the ReLU and the output layer. One pass over LitBank-sized candidates
-# (40,000 a document) runs them over memory: 80 ms a document against 57 ms in slices of 512 to 1,024, and 156 MB
-# less peak memory in `predict` (docs/benchmarks.md); the bits of one pass (by test).
+# (40,000 a document) runs them over memory: 80-83 ms a document against 57-60 ms in slices of 512 to 1,024, the peak
+# memory of `predict` on LitBank test 646 MB against 793 MB (docs/benchmarks.md); the bits of one pass (by test).
 CANDIDATE_SLICE = 1024
 SPAN_SCORER_MODULES = (
     "span_width_embeddings",

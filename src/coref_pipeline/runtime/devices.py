@@ -14,8 +14,10 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import platform
 import re
 import sys
+from collections.abc import Mapping
 
 import torch
 
@@ -160,6 +162,26 @@ def keep_host_memory() -> bool:
     _resident_outside_heap_bytes = max(0, resident_bytes() - libc.mallinfo2().uordblks)
     logger.debug("malloc keeps freed host memory for reuse (%s=0 turns this off)", KEEP_HOST_MEMORY_VARIABLE)
     return True
+
+
+# A process under held_memory_environment maps every block of this size or more for itself and unmaps it when freed.
+HELD_BLOCK_BYTES = 256 * 1024
+
+
+def held_memory_environment(environment: Mapping[str, str]) -> dict[str, str] | None:
+    """``environment`` for a process whose resident set holds only what is in use, to measure memory: the kept heap
+    off (``COREF_PIPELINE_KEEP_HOST_MEMORY=0``) and glibc's mmap and trim thresholds at ``HELD_BLOCK_BYTES``
+    (appended to any ``GLIBC_TUNABLES`` given), so that a freed large block leaves the resident set; slower, each
+    large block faulted in anew. None where the C library is not glibc's (no such setting)."""
+    if platform.libc_ver()[0] != "glibc":
+        return None
+    tunables = f"glibc.malloc.mmap_threshold={HELD_BLOCK_BYTES}:glibc.malloc.trim_threshold={HELD_BLOCK_BYTES}"
+    inherited = environment.get("GLIBC_TUNABLES")
+    return {
+        **environment,
+        KEEP_HOST_MEMORY_VARIABLE: "0",
+        "GLIBC_TUNABLES": f"{inherited}:{tunables}" if inherited else tunables,
+    }
 
 
 def resident_bytes() -> int:

@@ -2,7 +2,7 @@
 
 Run: python benchmarks/prediction/pronoun_probes.py [--models data/06_models/baseline data/06_models/incremental]
                                                     [--probes benchmarks/prediction/pronoun_probes.jsonl]
-                                                    [--min-coarse-score=X]
+                                                    [--min-coarse-score=X] [--top-span-ratio R]
 
 Each probe (``pronoun_probes.jsonl``: 60 short texts written for this project, none from a training corpus: the
 first 36 when the main job was first measured, 24 more while its learning rates were chosen) has
@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
 
 import argparse
+import dataclasses
 
 from benchmarks.common import RESULTS, ROOT, host, write_results
 from coref_pipeline.serving.coref_model import CorefModel
@@ -43,6 +44,12 @@ def main() -> None:
         default=None,
         help="the fine stage's floor instead of each model's own (--min-coarse-score=-1e9: every pair fine-scored)",
     )
+    parser.add_argument(
+        "--top-span-ratio",
+        type=float,
+        default=None,
+        help="the spans the pruning keeps, as a share of the subtokens, instead of each model's own",
+    )
     args = parser.parse_args()
     try:
         probes = read_probes(args.probes)
@@ -52,10 +59,13 @@ def main() -> None:
         "host": host(),
         "probes": str(args.probes),
         "min_coarse_score": args.min_coarse_score,
+        "top_span_ratio": args.top_span_ratio,
         "models": {},
     }
     for directory in args.models:
         model = CorefModel.load(directory, min_coarse_score=args.min_coarse_score)
+        if args.top_span_ratio is not None:  # read by the baseline's pruning at every prediction
+            model.model.config = dataclasses.replace(model.model.config, top_span_ratio=args.top_span_ratio)
         answers = [model.predict(probe.text) for probe in probes]
         judgements = [judge_probe(probe, answer.char_clusters) for probe, answer in zip(probes, answers, strict=True)]
         summary = summarize_probes(judgements)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import click
 import pytest
@@ -74,6 +77,49 @@ def test_help_lists_every_command(capsys):
 def test_an_unknown_command_is_a_usage_error(capsys):
     assert run(["frobnicate"]) == 2
     assert "frobnicate" in capsys.readouterr().err
+
+
+def command_process(*args: str, code: str | None = None) -> subprocess.CompletedProcess:
+    """``python -m coref_pipeline ARGS`` (or ``python -c CODE``) as a process of its own, as a user runs it."""
+    argv = [sys.executable, "-c", code] if code is not None else [sys.executable, "-m", "coref_pipeline", *args]
+    environment = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}  # buffered, as most
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=environment)
+
+
+def test_the_command_as_a_process_ends_with_its_code_and_all_it_wrote(tmp_path):
+    """Run as the process's command, it ends without the interpreter's teardown: the exit code is the command's
+    (0; 2 on bad input), its error line and its output file are whole."""
+    out = tmp_path / "tiny.jsonlines"
+    done = command_process("minimize", "--no-tokens", str(TINY), str(out))
+    assert done.returncode == 0, done.stderr
+    assert [document["doc_key"] for document in read_jsonlines(out)]  # a whole file of documents
+    failed = command_process("minimize", "--no-tokens", str(tmp_path / "missing.conll"), str(tmp_path / "x.jsonl"))
+    assert failed.returncode == 2
+    one_error_line(failed.stderr, "missing.conll")
+
+
+def test_end_process_does_what_an_exit_does_first(tmp_path):
+    """Threads that are not daemons finish, exit handlers run, buffered output is flushed, and the code is read as
+    sys.exit reads it (None 0, an int itself, a message on stderr with 1)."""
+    marker, handled = tmp_path / "thread.txt", tmp_path / "atexit.txt"
+    code = f"""
+import atexit, sys, threading, time
+from coref_pipeline.cli import end_process
+def late():
+    time.sleep(0.3)
+    open({str(marker)!r}, "w").write("thread")
+threading.Thread(target=late).start()
+atexit.register(lambda: open({str(handled)!r}, "w").write("handler"))
+sys.stdout.write("buffered, no newline")
+end_process(sys.argv[1] if len(sys.argv) > 1 else 3)
+"""
+    done = command_process(code=code)
+    assert done.returncode == 3
+    assert done.stdout == "buffered, no newline"
+    assert marker.read_text() == "thread" and handled.read_text() == "handler"
+    for exit_code, status, stderr in ((None, 0, ""), ("'a message'", 1, "a message\n")):
+        done = command_process(code=code.replace("sys.argv[1] if len(sys.argv) > 1 else 3", str(exit_code)))
+        assert (done.returncode, done.stderr) == (status, stderr)
 
 
 # ------------------------------------------------------------------ minimize

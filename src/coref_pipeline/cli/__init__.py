@@ -156,9 +156,10 @@ def cli() -> None:
 def main(verbose: bool) -> None:
     """The pipelines' code on any file."""
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, format=LOG_FORMAT)
-    # The last exit handler to run (they run in reverse, and this one is registered before the command's):
-    # the interpreter's exit then skips the cyclic collection over every object that torch, transformers and
-    # a model leave (some 3,000 modules). ``predict`` on LitBank test left the process 1.7 s after its last
-    # write without it, 0.4 s with it (docs/benchmarks.md, "Throughput of ``predict`` on a CPU"). Outputs are
-    # written atomically and closed before a command returns, so nothing waits on that collection.
+    # The last exit handler to run (they run in reverse, and this one is registered before the command's): where
+    # the interpreter's teardown still runs (a command ended by an uncaught exception, ``main`` called with
+    # arguments), it then skips the cyclic collection over every object that torch, transformers and a model
+    # leave (some 3,000 modules): ``predict`` on LitBank test left the process 1.7 s after its last write
+    # without it, 0.4 s with it; run as the process's command, ``end_process`` skips the teardown altogether
+    # (docs/benchmarks.md, "Throughput of ``predict`` on a CPU").
     atexit.register(gc.freeze)

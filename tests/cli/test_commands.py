@@ -83,7 +83,7 @@ def command_process(*args: str, code: str | None = None) -> subprocess.Completed
     """``python -m coref_pipeline ARGS`` (or ``python -c CODE``) as a process of its own, as a user runs it."""
     argv = [sys.executable, "-c", code] if code is not None else [sys.executable, "-m", "coref_pipeline", *args]
     environment = {key: value for key, value in os.environ.items() if key != "PYTHONUNBUFFERED"}  # buffered, as most
-    return subprocess.run(argv, capture_output=True, text=True, timeout=120, env=environment)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=environment)
 
 
 def test_the_command_as_a_process_ends_with_its_code_and_all_it_wrote(tmp_path):
@@ -99,16 +99,19 @@ def test_the_command_as_a_process_ends_with_its_code_and_all_it_wrote(tmp_path):
 
 
 def test_end_process_does_what_an_exit_does_first(tmp_path):
-    """Threads that are not daemons finish, exit handlers run, buffered output is flushed, and the code is read as
-    sys.exit reads it (None 0, an int itself, a message on stderr with 1)."""
+    """Threads that are not daemons finish (a thread pool's idle worker told to stop first), exit handlers run,
+    buffered output is flushed, and the code is read as sys.exit reads it (None 0, an int, a message on stderr, 1)."""
     marker, handled = tmp_path / "thread.txt", tmp_path / "atexit.txt"
     code = f"""
 import atexit, sys, threading, time
+from concurrent.futures import ThreadPoolExecutor
 from coref_pipeline.cli import end_process
 def late():
     time.sleep(0.3)
     open({str(marker)!r}, "w").write("thread")
 threading.Thread(target=late).start()
+pool = ThreadPoolExecutor(1)  # an idle worker that is no daemon, as serve's prediction pool leaves one
+pool.submit(int).result()
 atexit.register(lambda: open({str(handled)!r}, "w").write("handler"))
 sys.stdout.write("buffered, no newline")
 end_process(sys.argv[1] if len(sys.argv) > 1 else 3)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -55,8 +56,10 @@ def server(tmp_path_factory):
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = wait_for_server(process, f"http://127.0.0.1:{port}")
     yield url, model_dir
-    process.terminate()
-    process.wait(timeout=30)
+    # Ctrl-C, as a user stops it: the server shuts down and the command ends, its prediction pool's idle worker
+    # told to stop (a command that joined that thread first would wait on it for ever).
+    process.send_signal(signal.SIGINT)
+    assert process.wait(timeout=60) == 0, process.stdout.read()[-3000:]
 
 
 @pytest.mark.slow

@@ -46,8 +46,8 @@ def end_process(code: object) -> NoReturn:
     """End the process with ``code`` (as ``sys.exit`` reads it) once what it leaves is done, without the interpreter's
     teardown.
 
-    What a normal exit does that matters is done first, in its order: the threads that are not daemons joined, the
-    exit handlers run (logging's flush and close among them, multiprocessing's children joined), the standard
+    What a normal exit does that matters is done first, in its order: threading's exit hooks run and the threads
+    that are not daemons joined (``threading._shutdown``, what the interpreter calls), the exit handlers run (logging's flush and close among them, multiprocessing's children joined), the standard
     streams flushed. What is skipped is the interpreter freeing every module and object and the libraries' C++
     destructors: some 0.4 s after torch's import on a 2-core CPU, a tenth of ``predict``'s time on a few
     documents (docs/benchmarks.md, "Throughput of ``predict`` on a CPU"). A command's outputs are written
@@ -60,10 +60,9 @@ def end_process(code: object) -> NoReturn:
     else:  # sys.exit("message"): the message on stderr, status 1
         print(code, file=sys.stderr)
         status = 1
-    current = threading.current_thread()
-    for thread in threading.enumerate():
-        if thread is not current and not thread.daemon:
-            thread.join()
+    # The interpreter's own first two steps of an exit, in its order: threading's exit hooks (a thread pool's idle
+    # workers told to stop: serve's) then every thread that is not a daemon joined; then the exit handlers.
+    threading._shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -398,9 +398,10 @@ def main() -> None:
     first = rounds[0]["figures"]
     hoi = first["coref-hoi"]
     medians = {p: statistics.median(r["ratios"][p] for r in rounds) for p in args.precision}
+    ours_first = first[f"ours {args.precision[0]}"]
     print(
-        f"host: {host()}; torch {first[f'ours {args.precision[0]}']['torch']} (ours), {hoi['torch']} (coref-hoi, "
-        f"transformers {hoi['transformers']}); threads {first[f'ours {args.precision[0]}']['threads']} / {hoi['threads']}"
+        f"host: {host()}; torch {ours_first['torch']} (ours), {hoi['torch']} (coref-hoi, transformers "
+        f"{hoi['transformers']}); threads {ours_first['threads']} / {hoi['threads']}"
     )
     print(
         f"{args.steps} timed steps a measurement after {WARM_UP_STEPS} warm-up, {args.rounds} round(s); coref-hoi "

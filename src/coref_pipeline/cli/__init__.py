@@ -47,10 +47,11 @@ def end_process(code: object) -> NoReturn:
     teardown.
 
     What a normal exit does that matters is done first, in its order: threading's exit hooks run and the threads
-    that are not daemons joined (``threading._shutdown``, what the interpreter calls), the exit handlers run (logging's flush and close among them, multiprocessing's children joined), the standard
-    streams flushed. What is skipped is the interpreter freeing every module and object and the libraries' C++
-    destructors: some 0.4 s after torch's import on a 2-core CPU, a tenth of ``predict``'s time on a few
-    documents (docs/benchmarks.md, "Throughput of ``predict`` on a CPU"). A command's outputs are written
+    that are not daemons joined (``threading._shutdown``, what the interpreter calls), the exit handlers run
+    (logging's flush and close among them, multiprocessing's children joined), the standard streams flushed. What
+    is skipped is the interpreter freeing every module and object and the libraries' C++ destructors: 0.7 s of a
+    process that imports torch and this library on a 2-core CPU; ``predict`` takes 0.92-0.94x the time on one to
+    30 short documents (docs/benchmarks.md, "Throughput of ``predict`` on a CPU"). A command's outputs are written
     atomically and closed before it returns, so none waits on that teardown.
     """
     if code is None:

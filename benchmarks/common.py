@@ -28,7 +28,7 @@ from coref_pipeline.evaluation.predictions import score_predictions
 from coref_pipeline.formats.conll import ConllFile
 from coref_pipeline.formats.corpus import SegmentedCorpus, preprocess_corpus, segment_corpus
 from coref_pipeline.models.config import BaselineConfig, TrainingConfig, baseline_settings, resolve_preset
-from coref_pipeline.models.document import random_crop
+from coref_pipeline.models.document import DocumentTensors, random_crop
 from coref_pipeline.runtime.devices import resolve_precision
 from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training import build_baseline, seed_everything
@@ -212,9 +212,11 @@ def timed_training_steps(
     steps: int,
     after_step: Callable[[int, CorefModel], None] | None = None,
     device: str = "cpu",
+    crops: list[DocumentTensors] | None = None,
 ) -> list[float]:
     """Seconds of each of ``steps`` training steps (the one training step, on cropped train documents)
-    from the pretrained encoder, on ``device``; ``after_step(step, model)`` runs after each, untimed."""
+    from the pretrained encoder, on ``device``; ``after_step(step, model)`` runs after each, untimed; each crop
+    trained on is appended to ``crops`` when given."""
     trained, optimisers, engine, training = trainable_baseline(corpus, model_config, training, device)
     model = trained.model
     documents = corpus.documents("train", model.config.max_segment_len)[:steps]
@@ -224,6 +226,8 @@ def timed_training_steps(
     for step, document in enumerate(tensors, start=1):
         started = time.perf_counter()
         crop = random_crop(document, model.config.max_training_sentences, generator)
+        if crops is not None:
+            crops.append(crop)
         training_step(model.training_losses, crop, optimisers, training.gradient_clip, engine)
         if engine.device.type == "cuda":
             torch.cuda.synchronize(engine.device)  # the step's kernels finished, not only queued
@@ -232,6 +236,8 @@ def timed_training_steps(
             after_step(step, trained)
     return timings
 
+
+WARM_UP_STEPS = 3  # training steps left out of a speed measurement: the first ones warm up
 
 # The peer configuration (coref-hoi's and the original's CPU-comparable setting): segments of 384, crops of 3,
 # ffnn 1000, coref_depth 1, 50 antecedents, learning rates 2e-5 / 2e-4, every span, no mention loss.
@@ -251,13 +257,18 @@ PEER_CONFIGURATION = {
 
 def throughput(corpus: SegmentedCorpus, steps: int, precision: str) -> dict[str, float]:
     """Training documents/s at the peer configuration in ``precision`` (``auto``: as the run decides it): the one
-    training step, the first three steps left out (they warm up)."""
+    training step, the first ``WARM_UP_STEPS`` left out; with the subtokens a measured step read and the encoder's
+    positions (padding included)."""
     model_config, training = cpu_minilm_settings({**PEER_CONFIGURATION, "precision": precision})
-    measured = timed_training_steps(corpus, model_config, training, steps + 3)[3:]
+    crops: list[DocumentTensors] = []
+    measured = timed_training_steps(corpus, model_config, training, steps + WARM_UP_STEPS, crops=crops)
+    measured, crops = measured[WARM_UP_STEPS:], crops[WARM_UP_STEPS:]
     return {
         "steps": len(measured),
         "seconds_per_document": sum(measured) / len(measured),
         "precision": resolve_precision(precision, torch.device("cpu")),
+        "subtokens_per_step": sum(crop.num_tokens for crop in crops) / len(crops),
+        "encoder_positions_per_step": sum(crop.input_ids.numel() for crop in crops) / len(crops),
     }
 
 

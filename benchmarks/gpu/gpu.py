@@ -53,6 +53,7 @@ from benchmarks.common import (
     LITBANK,
     PEER_CONFIGURATION,
     ROOT,
+    WARM_UP_STEPS,
     coref_pipeline,
     host,
     incremental_preset,
@@ -107,7 +108,9 @@ def timed_row(
     if cudnn_attention:
         encoder.attention_without_cudnn = contextlib.nullcontext
     try:
-        measured = timed_training_steps(corpus, model_config, training, steps + 3, device=device)[3:]
+        measured = timed_training_steps(corpus, model_config, training, steps + WARM_UP_STEPS, device=device)[
+            WARM_UP_STEPS:
+        ]
     finally:
         encoder.attention_without_cudnn = without_cudnn
     return {

@@ -11,7 +11,8 @@ compiler) and says which it could not run.
 
 1. The model's encoder as ``predict`` loads it (``CorefModel.load(..., for_prediction=True)``, fp32) reads the
    LitBank test documents (10, ``../shared/corpora/litbank``) segmented for the model, in the batches of segments
-   ``predict`` gives it (16 segments, cut to the longest; no mask where none is padded).
+   ``predict`` gives it (the segment encoder's batch, 16 segments by default, cut to the longest; no mask where
+   none is padded).
 2. Each backend computes the same batches, in turn, ``--rounds`` times (alternating, so that a slower spell of the
    host falls on each): eager (the reference), ``compile`` (``torch.compile(dynamic=True)``; its first pass, which
    compiles, timed apart), ``onnxruntime`` (the encoder exported with ``torch.onnx.export``, batch and width
@@ -44,12 +45,12 @@ from benchmarks.common import LITBANK, RESULTS, ROOT, host, require_litbank, wri
 
 WORK = RESULTS / "encoder_backends"
 BACKENDS = ("eager", "compile", "onnxruntime")
-SEGMENTS_PER_PASS = 16  # SegmentEncoder's segment_batch_size, what predict passes
 
 
-def litbank_batches(model: Path, work: Path) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
-    """LitBank test segmented for ``model``, as the encoder's batches: ``[segments, width]`` ids and mask (None
-    where no segment of the batch is padded)."""
+def litbank_batches(model: Path, work: Path) -> tuple[torch.nn.Module, list[tuple[torch.Tensor, torch.Tensor | None]]]:
+    """The model's encoder as ``predict`` loads it (fp32, in eval mode), and LitBank test segmented for the model as
+    the encoder's batches: ``[segments, width]`` ids and mask (None where no segment of the batch is padded), the
+    segment encoder's own batch size and cut to the longest segment."""
     from coref_pipeline.models.directory import segments_read_by
     from coref_pipeline.serving.coref_model import CorefModel
 
@@ -59,22 +60,17 @@ def litbank_batches(model: Path, work: Path) -> list[tuple[torch.Tensor, torch.T
     command = [sys.executable, "-m", "coref_pipeline", "minimize", "--tokenizer", tokenizer, "--seg-len", str(length)]
     subprocess.run([*command, str(LITBANK / "test.conll"), str(source)], check=True, capture_output=True)
     trained = CorefModel.load(model, for_prediction=True, precision="32")
+    per_pass = trained.model.encoder.segment_batch_size
     batches = []
     for line in source.read_text().splitlines():
         tensors = trained.tensorize(json.loads(line))
         lengths = tensors.lengths()
-        for first in range(0, tensors.input_ids.shape[0], SEGMENTS_PER_PASS):
-            rows = slice(first, first + SEGMENTS_PER_PASS)
+        for first in range(0, tensors.input_ids.shape[0], per_pass):
+            rows = slice(first, first + per_pass)
             width = max(lengths[rows])
             mask = None if min(lengths[rows]) == width else tensors.attention_mask[rows, :width]
             batches.append((tensors.input_ids[rows, :width], mask))
-    return batches
-
-
-def encoder_of(model: Path) -> torch.nn.Module:
-    from coref_pipeline.serving.coref_model import CorefModel
-
-    return CorefModel.load(model, for_prediction=True, precision="32").model.encoder.model.eval()
+    return trained.model.encoder.model.eval(), batches
 
 
 class Hidden(torch.nn.Module):
@@ -159,8 +155,7 @@ def main() -> None:
     if not (args.model / "coref_config.json").is_file():
         sys.exit(f"no model at {args.model}: run the main job first (kedro run), or give --model DIR")
     work = args.work_dir
-    batches = litbank_batches(args.model, work)
-    encoder = encoder_of(args.model)
+    encoder, batches = litbank_batches(args.model, work)
     results: dict = {"host": host(), "torch": torch.__version__, "threads": torch.get_num_threads(), "backends": {}}
     forwards: dict[str, Callable] = {}
     with torch.inference_mode():

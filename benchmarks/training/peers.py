@@ -51,7 +51,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 WORK = ROOT / "data" / "benchmarks" / "peers"
-WARM_UP_STEPS = 3  # left out of every measurement, as throughput() leaves them out
 SEED = 13
 HOI_MODULES = ("model.py", "tensorize.py", "util.py", "run.py", "experiments.conf")
 SETUP = (
@@ -115,8 +114,8 @@ def import_coref_hoi(directory: Path) -> tuple[list[str], dict[str, object]]:
     return shims, {"model": model, "run": run, "tensorize": tensorize, "util": util}
 
 
-def coref_hoi_steps(directory: Path, overrides: dict[str, object], steps: int) -> dict[str, object]:
-    """Seconds of coref-hoi's training steps (``steps`` after the warm-up) on the first training documents."""
+def coref_hoi_steps(directory: Path, overrides: dict[str, object], steps: int, warm_up: int) -> dict[str, object]:
+    """Seconds of coref-hoi's training steps (``steps`` after ``warm_up`` left out) on the first training documents."""
     import pyhocon
     import torch
     import transformers
@@ -147,7 +146,7 @@ def coref_hoi_steps(directory: Path, overrides: dict[str, object], steps: int) -
     model.to(device)
     model.zero_grad()
     timings, losses, subtokens, positions = [], [], [], []
-    for _, example in examples_train[: steps + WARM_UP_STEPS]:
+    for _, example in examples_train[: steps + warm_up]:
         started = time.perf_counter()
         model.train()
         example_gpu = [d.to(device) for d in example]
@@ -167,15 +166,15 @@ def coref_hoi_steps(directory: Path, overrides: dict[str, object], steps: int) -
         positions.append(int(example[0].numel()))
 
     changed = [not torch.equal(old, new.detach()) for old, new in zip(before, bert_param + task_param, strict=True)]
-    measured = timings[WARM_UP_STEPS:]
+    measured = timings[warm_up:]
     return {
         "steps": len(measured),
         "seconds_per_document": sum(measured) / len(measured),
         "documents_per_second": len(measured) / sum(measured),
         "precision": "32",
         "losses": losses,
-        "subtokens_per_step": statistics.mean(subtokens[WARM_UP_STEPS:]),
-        "encoder_positions_per_step": statistics.mean(positions[WARM_UP_STEPS:]),
+        "subtokens_per_step": statistics.mean(subtokens[warm_up:]),
+        "encoder_positions_per_step": statistics.mean(positions[warm_up:]),
         "parameters_updated": {
             "encoder": f"{sum(changed[: len(bert_param)])}/{len(bert_param)}",
             "task": f"{sum(changed[len(bert_param) :])}/{len(task_param)}",
@@ -190,40 +189,18 @@ def coref_hoi_steps(directory: Path, overrides: dict[str, object], steps: int) -
 
 # ------------------------------------------------------------------------------------------------- our side
 def our_steps(steps: int, precision: str) -> dict[str, object]:
-    """``throughput()`` at the peer configuration in ``precision``, with the crops' sizes it trained on."""
+    """``throughput()`` at the peer configuration in ``precision``, with the sizes of the crops it trained on."""
     sys.path.insert(0, str(ROOT))
     import torch
 
     from benchmarks.common import PEER_CONFIGURATION, cpu_minilm_settings, segmented_litbank, throughput
-    from coref_pipeline.models.document import random_crop, tensorize
-    from coref_pipeline.pretrained import load_tokenizer
 
     model_config, _ = cpu_minilm_settings({**PEER_CONFIGURATION, "precision": precision})
     corpus = segmented_litbank(model_config.tokenizer_name, model_config.max_segment_len)
     result = throughput(corpus, steps, precision)
-    # The crops timed_training_steps drew (the same documents, generator and order), untimed: their sizes.
-    tokenizer = load_tokenizer(model_config.tokenizer_name)
-    generator = torch.Generator().manual_seed(0)
-    crops = [
-        random_crop(
-            tensorize(
-                document,
-                tokenizer,
-                model_config.max_segment_len,
-                model_config.genres,
-                model_config.default_genre,
-                model_config.max_num_speakers,
-            ),
-            model_config.max_training_sentences,
-            generator,
-        )
-        for document in corpus.documents("train", model_config.max_segment_len)[: steps + WARM_UP_STEPS]
-    ][WARM_UP_STEPS:]
     return {
         **result,
         "documents_per_second": 1 / result["seconds_per_document"],
-        "subtokens_per_step": statistics.mean(crop.num_tokens for crop in crops),
-        "encoder_positions_per_step": statistics.mean(crop.input_ids.numel() for crop in crops),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
     }
@@ -327,7 +304,7 @@ def child(args: argparse.Namespace) -> None:
     if args.child == "ours":
         result = our_steps(args.steps, args.precision[0])
     else:
-        result = coref_hoi_steps(args.coref_hoi.resolve(), json.loads(args.overrides), args.steps)
+        result = coref_hoi_steps(args.coref_hoi.resolve(), json.loads(args.overrides), args.steps, args.warm_up)
     args.result.write_text(json.dumps(result, indent=2) + "\n")
 
 
@@ -350,6 +327,7 @@ def main() -> None:
     parser.add_argument("--child", choices=("ours", "coref-hoi", "probe"), help=argparse.SUPPRESS)
     parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--overrides", help=argparse.SUPPRESS)
+    parser.add_argument("--warm-up", type=int, help=argparse.SUPPRESS)  # common.WARM_UP_STEPS, passed on
     args = parser.parse_args()
     args.precision = list(dict.fromkeys(args.precision))
     if args.steps < 1 or args.rounds < 1:
@@ -361,7 +339,7 @@ def main() -> None:
         parser.error(f"--coref-hoi DIR is needed (a checkout of lxucs/coref-hoi; set it up: {SETUP})")
 
     sys.path.insert(0, str(ROOT))
-    from benchmarks.common import PEER_CONFIGURATION, host, require_litbank, write_results
+    from benchmarks.common import PEER_CONFIGURATION, WARM_UP_STEPS, host, require_litbank, write_results
 
     require_litbank()
     directory = args.coref_hoi.resolve()
@@ -370,7 +348,7 @@ def main() -> None:
     (work / "logs").mkdir(parents=True, exist_ok=True)
     overrides = coref_hoi_settings(work)
     this = str(Path(__file__).resolve())
-    common = ["--steps", str(args.steps)]
+    common = ["--steps", str(args.steps), "--warm-up", str(WARM_UP_STEPS)]
     measurements = {
         **{f"ours {p}": [sys.executable, this, "--child", "ours", "--precision", p, *common] for p in args.precision},
         "coref-hoi": [

@@ -102,7 +102,10 @@ def test_end_process_does_what_an_exit_does_first(tmp_path):
     """Threads that are not daemons finish (a thread pool's idle worker told to stop first), exit handlers run,
     buffered output is flushed, and the code is read as sys.exit reads it (None 0, an int, a message on stderr, 1)."""
     marker, handled = tmp_path / "thread.txt", tmp_path / "atexit.txt"
-    code = f"""
+
+    def ending_with(code: object) -> subprocess.CompletedProcess:
+        return command_process(
+            code=f"""
 import atexit, sys, threading, time
 from concurrent.futures import ThreadPoolExecutor
 from coref_pipeline.cli import end_process
@@ -114,14 +117,16 @@ pool = ThreadPoolExecutor(1)  # an idle worker that is no daemon, as serve's pre
 pool.submit(int).result()
 atexit.register(lambda: open({str(handled)!r}, "w").write("handler"))
 sys.stdout.write("buffered, no newline")
-end_process(sys.argv[1] if len(sys.argv) > 1 else 3)
+end_process({code!r})
 """
-    done = command_process(code=code)
+        )
+
+    done = ending_with(3)
     assert done.returncode == 3
     assert done.stdout == "buffered, no newline"
     assert marker.read_text() == "thread" and handled.read_text() == "handler"
-    for exit_code, status, stderr in ((None, 0, ""), ("'a message'", 1, "a message\n")):
-        done = command_process(code=code.replace("sys.argv[1] if len(sys.argv) > 1 else 3", str(exit_code)))
+    for code, status, stderr in ((None, 0, ""), ("a message", 1, "a message\n")):
+        done = ending_with(code)
         assert (done.returncode, done.stderr) == (status, stderr)
 
 

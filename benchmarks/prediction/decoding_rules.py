@@ -32,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
 
 import argparse
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -122,7 +123,9 @@ def decode(
         kind = kind_of[mention]
         personal = span_word(subtokens, mention) in PERSONAL
         floor = dummy - rule.margin if rule.margin is not None and personal else dummy
-        candidates = [(scores[index][column + 1], spans[row[2 + column]]) for column in range(len(row) - 2)]
+        candidates = [  # the valid antecedents (a masked one scores -inf)
+            (score, spans[row[2 + column]]) for column, score in enumerate(scores[index][1:]) if math.isfinite(score)
+        ]
         if rule.cluster_score:
             best = _best_by_cluster(rule.cluster_score, mention, candidates, cluster_of, clusters, reach)
             if best is not None and best[0] > floor:

@@ -2,6 +2,7 @@
 
 Run: python benchmarks/prediction/decoding_rules.py [--model data/06_models/baseline] [--margins 1 2 3]
                                                     [--probes benchmarks/prediction/pronoun_probes.jsonl]
+                                                    [--jsonlines data/03_primary/jsonlines] [--out FILE]
 
 The baseline links each kept span to its best-scoring antecedent when that beats the dummy (score 0) and, with
 ``overlapping_antecedents: false``, when the antecedent's cluster holds no mention overlapping the span; clusters

@@ -1,0 +1,198 @@
+"""The head against the encoder in arithmetic: the matrix products' FLOPs of a prediction, and the time they take.
+
+Run: python benchmarks/prediction/head_flops.py [--models data/06_models/baseline data/06_models/incremental]
+     [--precisions 32 auto] [--ontonotes 30] [--rounds 3] [--work-dir data/benchmarks/head_flops]
+
+The issue's goal for the baseline is a prediction that takes at most 1.2x the encoder's own forward passes. This
+program says what the arithmetic allows. For each model, precision and document set (LitBank test and the
+OntoNotes-shaped documents, as ``throughput.py`` writes them):
+
+1. One pass under ``torch.utils.flop_counter.FlopCounterMode`` counts the FLOPs of every matrix product (``mm``,
+   ``addmm``, ``bmm``, and the encoder's attention, which the counter does not know on a CPU: 4 b h l s e for
+   ``_scaled_dot_product_flash_attention_for_cpu``), split between the encoder's module and the rest (the head:
+   the mention scorer, the coarse and fine antecedent scorers, the incremental model's entity passes). Element-wise
+   work (softmax, GELU, layer norm, the head's gathers and sums) is not counted. The head's FLOPs are split further:
+   the mention scorer (``SpanScorer.top_spans`` and ``candidate_scores``), the fine pair scorer
+   (``PairScorer.scores``, with the pairs it scored) and the rest (the coarse scorer's source projection and
+   bilinear products, the incremental model's entity updates).
+2. ``--rounds`` timed passes (after one that warms the kernels up), in this process, each over every document,
+   the encoder's forward passes timed apart (its ``forward`` wrapped); the median pass.
+3. Printed: the FLOPs of each part, their ratio (the **FLOP floor**: 1 + head FLOPs / encoder FLOPs is what the
+   prediction would take against the encoder if the head's products ran at the encoder's rate and nothing else
+   cost time), the measured prediction / encoder ratio, and each part's rate in GFLOP/s.
+
+Figures go to stdout and to ``WORK_DIR/results.json``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root: `benchmarks.common`
+
+import argparse
+import collections
+import contextlib
+import functools
+import statistics
+import time
+from collections.abc import Iterator
+from unittest import mock
+
+import torch
+from torch.utils import flop_counter
+
+from benchmarks.common import ROOT, host, require_litbank, write_results
+from benchmarks.prediction.throughput import write_sets
+from coref_pipeline.files import read_jsonlines
+from coref_pipeline.models.scorers import PairScorer, SpanScorer
+from coref_pipeline.serving.coref_model import CorefModel
+
+WORK = ROOT / "data" / "benchmarks" / "head_flops"
+MODELS = [ROOT / "data" / "06_models" / "baseline", ROOT / "data" / "06_models" / "incremental"]
+
+
+def attention_flops(query, key, value, *args, out_shape=None, **kwargs) -> int:
+    """The CPU flash attention's two products (q k^T, then p v): the counter's own formula for SDPA."""
+    return flop_counter.sdpa_flop_count(query, key, value)
+
+
+COUNTED = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: attention_flops}
+# The head's parts counted apart (the methods that compute them; a call inside another counted one is the outer's):
+# the rest of the head is the coarse scorer (the source projection and the bilinear products) and what is left.
+PARTS = {
+    "mention": [(SpanScorer, "top_spans"), (SpanScorer, "candidate_scores")],
+    "fine": [(PairScorer, "scores")],
+}
+
+
+@contextlib.contextmanager
+def counted_parts(totals: dict[str, float]) -> Iterator[None]:
+    """Count the FLOPs of each of ``PARTS`` into ``totals`` (and the fine scorer's pairs into ``totals["pairs"]``)
+    while the context is open."""
+    active = [False]
+
+    def counting(part: str, method):
+        @functools.wraps(method)
+        def wrapper(*args, **kwargs):
+            if active[0]:
+                return method(*args, **kwargs)
+            active[0] = True
+            try:
+                with flop_counter.FlopCounterMode(display=False, custom_mapping=COUNTED) as counter:
+                    output = method(*args, **kwargs)
+            finally:
+                active[0] = False
+            totals[part] += counter.get_total_flops() / 1e9
+            if part == "fine":
+                index = kwargs["index"] if "index" in kwargs else args[3]  # [k, c]: the pairs scored
+                totals["pairs"] += index.numel()
+            return output
+
+        return wrapper
+
+    with contextlib.ExitStack() as stack:
+        for part, methods in PARTS.items():
+            for owner, name in methods:
+                stack.enter_context(mock.patch.object(owner, name, counting(part, getattr(owner, name))))
+        yield
+
+
+def counted_flops(trained: CorefModel, documents: list[dict]) -> dict[str, float]:
+    """GFLOP of the matrix products of one prediction over ``documents``: the encoder's, the head's and the head's
+    parts (the mention scorer, the fine pair scorer and its pairs, the rest)."""
+    parts: dict[str, float] = collections.defaultdict(float)
+    with flop_counter.FlopCounterMode(display=False, custom_mapping=COUNTED, depth=2) as counter, counted_parts(parts):
+        for _ in trained.predict_documents(documents, progress=False):
+            pass
+    counts = counter.get_flop_counts()
+    total = sum(counts["Global"].values()) / 1e9
+    encoder = next(sum(ops.values()) for name, ops in counts.items() if name.endswith(".encoder") and "." in name) / 1e9
+    head = total - encoder
+    return {
+        "encoder_gflop": encoder,
+        "head_gflop": head,
+        "mention_gflop": parts["mention"],
+        "fine_gflop": parts["fine"],
+        "other_gflop": head - parts["mention"] - parts["fine"],
+        "fine_pairs": int(parts["pairs"]),
+    }
+
+
+def timed_passes(trained: CorefModel, documents: list[dict], rounds: int) -> dict[str, float]:
+    """Seconds of the median of ``rounds`` passes over ``documents`` (after a warm-up pass): the whole prediction
+    and the encoder's forward passes within it."""
+    encoder = trained.model.encoder
+    forward, encoding = encoder.forward, [0.0]
+
+    def timed_forward(*args, **kwargs):
+        begun = time.perf_counter()
+        output = forward(*args, **kwargs)
+        encoding[0] += time.perf_counter() - begun
+        return output
+
+    encoder.forward = timed_forward
+    passes = []
+    try:
+        for round_number in range(rounds + 1):
+            encoding[0] = 0.0
+            begun = time.perf_counter()
+            for _ in trained.predict_documents(documents, progress=False):
+                pass
+            if round_number:  # the first pass warms the kernels up
+                passes.append((time.perf_counter() - begun, encoding[0]))
+    finally:
+        del encoder.forward  # the class's own again
+    predict = statistics.median(seconds for seconds, _ in passes)
+    return {"predict_s": predict, "encoder_s": next(enc for seconds, enc in passes if seconds == predict)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", type=Path, nargs="+", default=MODELS)
+    parser.add_argument("--precisions", nargs="+", default=["32", "auto"], choices=["32", "auto"])
+    parser.add_argument("--ontonotes", type=int, default=30, help="OntoNotes-shaped documents")
+    parser.add_argument("--rounds", type=int, default=3, help="timed passes over each set (the median kept)")
+    parser.add_argument("--work-dir", type=Path, default=WORK)
+    args = parser.parse_args()
+    require_litbank()
+    for model in args.models:
+        if not (model / "coref_config.json").is_file():
+            sys.exit(f"no model at {model}: run the main job first (README), or name one with --models")
+    sets = write_sets(args.models[0], args.work_dir, args.ontonotes)
+    rows = []
+    print(f"host: {host()}, torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(
+        f"{'model':12} {'precision':9} {'set':17} {'encoder GFLOP':>13} {'head GFLOP':>10} {'FLOP floor':>10} "
+        f"{'predict s':>9} {'encoder s':>9} {'predict/encoder':>15} {'encoder GFLOP/s':>15} {'head GFLOP/s':>12} "
+        f"{'head: mention / fine / other GFLOP':>34} {'fine pairs':>10}"
+    )
+    for model in args.models:
+        for precision in args.precisions:
+            trained = CorefModel.load(model, precision=precision, for_prediction=True)
+            for name, path in sets.items():
+                documents = list(read_jsonlines(path))
+                row = {"model": model.name, "precision": precision, "computes_in": trained.precision, "set": name}
+                row.update(counted_flops(trained, documents))
+                row.update(timed_passes(trained, documents, args.rounds))
+                head_s = row["predict_s"] - row["encoder_s"]
+                row["flop_floor"] = 1 + row["head_gflop"] / row["encoder_gflop"]
+                row["predict_over_encoder"] = row["predict_s"] / row["encoder_s"]
+                row["encoder_gflop_s"] = row["encoder_gflop"] / row["encoder_s"]
+                row["head_gflop_s"] = row["head_gflop"] / head_s
+                rows.append(row)
+                print(
+                    f"{model.name:12} {precision:9} {name:17} {row['encoder_gflop']:13.1f} {row['head_gflop']:10.1f} "
+                    f"{row['flop_floor']:10.3f} {row['predict_s']:9.2f} {row['encoder_s']:9.2f} "
+                    f"{row['predict_over_encoder']:15.3f} {row['encoder_gflop_s']:15.1f} {row['head_gflop_s']:12.1f} "
+                    f"{row['mention_gflop']:12.1f} / {row['fine_gflop']:6.1f} / {row['other_gflop']:8.1f} {row['fine_pairs']:10d}",
+                    flush=True,
+                )
+    write_results(
+        {"torch": torch.__version__, "threads": torch.get_num_threads(), "rows": rows}, args.work_dir / "results.json"
+    )
+
+
+if __name__ == "__main__":
+    main()

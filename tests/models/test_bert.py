@@ -11,6 +11,7 @@ from transformers import BertConfig
 from coref_pipeline.models.bert import InferenceBert, computes
 from coref_pipeline.models.encoder import SegmentEncoder
 from tests.models.tiny import VOCAB, make_document, tiny_config, tiny_encoder, tiny_tensors
+from tests.tolerances import assert_reordered_close
 
 
 def described(config) -> dict:
@@ -27,10 +28,23 @@ def inference_copy(encoder: SegmentEncoder) -> SegmentEncoder:
     return loaded.eval()
 
 
+def encoder_terms(config) -> int:
+    """The reduction lengths along one token's chain through a BERT encoder of ``config``'s sizes, for
+    ``reordered``: per layer the query, key and value products (hidden), the attention scores (head size) and
+    their weighted sum (at most the positions), the attention's output (hidden) and the feed-forward pair (hidden,
+    then intermediate)."""
+    head_size = config.hidden_size // config.num_attention_heads
+    per_layer = 5 * config.hidden_size + head_size + config.max_position_embeddings + config.intermediate_size
+    return config.num_hidden_layers * per_layer
+
+
 @pytest.mark.parametrize("precision", [None, torch.bfloat16])
 def test_inference_bert_computes_what_transformers_computes(precision):
-    """The same operations in the same order on the same weights: the same values, bit for bit, padded segments
-    (masked) and unpadded ones (no mask), in fp32 and under CPU autocast to bf16."""
+    """The same operations on the same weights. Unpadded segments (no mask): the same shapes in the same order, the
+    same values bit for bit. A padded batch, whose dense layers read only its real tokens (packed: other matrix
+    shapes, which a GEMM may block and split otherwise), the same values at every real token to what a reordered
+    sum allows: fp32's ``reordered`` bound, and under CPU autocast to bf16 a bf16 rounding (2**-8) per rounded
+    product along the chain, six a layer."""
     transformers_encoder = tiny_encoder(seed=5).eval()
     loaded = inference_copy(transformers_encoder)
     assert isinstance(loaded.model, InferenceBert)
@@ -39,13 +53,37 @@ def test_inference_bert_computes_what_transformers_computes(precision):
     assert len(set(lengths)) > 1  # padding in the batch
     for encoder in (transformers_encoder, loaded):
         encoder.compute_dtype = precision
+    config = transformers_encoder.model.config
     with torch.no_grad():
         for given in (None, lengths):
             expected = transformers_encoder(document.input_ids, document.attention_mask, given)
-            assert torch.equal(loaded(document.input_ids, document.attention_mask, given), expected)
+            actual = loaded(document.input_ids, document.attention_mask, given)
+            if precision is None:
+                assert_reordered_close(actual, expected, encoder_terms(config))
+            else:
+                bound = 6 * config.num_hidden_layers * 2.0**-8 * float(expected.abs().max())
+                torch.testing.assert_close(actual, expected, rtol=0, atol=bound)
         one = document.input_ids[:1, : lengths[0]]  # one segment, no padding: no mask
         expected = transformers_encoder(one, torch.ones_like(one), [lengths[0]])
         assert torch.equal(loaded(one, torch.ones_like(one), [lengths[0]]), expected)
+
+
+def test_a_padded_batch_packed_puts_every_token_where_it_was():
+    """Packing moves real tokens and nothing else: a segment encoded in a padded batch (its dense layers over the
+    packed real tokens) is encoded as alone, to a reordered sum, wherever the padding lies; the padding comes back
+    as zeros."""
+    encoder = inference_copy(tiny_encoder(seed=7)).model
+    ids = torch.randint(1, len(VOCAB), (3, 12))
+    mask = torch.ones(3, 12, dtype=torch.long)
+    mask[0, 9:] = 0  # a shorter first segment, and a last one shorter still
+    mask[2, 4:] = 0
+    with torch.no_grad():
+        batch = encoder(ids, mask).last_hidden_state  # [3, 12, hidden]
+        for row in range(3):
+            length = int(mask[row].sum())
+            alone = encoder(ids[row : row + 1, :length]).last_hidden_state[0]  # [length, hidden]
+            assert_reordered_close(batch[row, :length], alone, encoder_terms(encoder.config))
+            assert not batch[row, length:].any()
 
 
 def tiny_bert_config(**changes) -> BertConfig:

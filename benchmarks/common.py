@@ -119,6 +119,35 @@ def peak_memory_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+class EncoderClock:
+    """The seconds a loaded model's encoder spends in its forward passes while the clock is attached (``with
+    EncoderClock(trained) as clock``): ``clock.seconds``, set back to 0 by ``clock.reset()``; the encoder's own
+    ``forward`` again once the block ends."""
+
+    def __init__(self, trained: CorefModel) -> None:
+        self.encoder = trained.model.encoder
+        self.seconds = 0.0
+
+    def reset(self) -> None:
+        self.seconds = 0.0
+
+    def __enter__(self) -> EncoderClock:
+        forward = self.encoder.forward
+
+        def timed_forward(*args, **kwargs):
+            begun = time.perf_counter()
+            try:
+                return forward(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - begun
+
+        self.encoder.forward = timed_forward
+        return self
+
+    def __exit__(self, *exception) -> None:
+        del self.encoder.forward  # the class's own again
+
+
 def inference_ratio(trained: CorefModel, documents: list[dict]) -> dict[str, float]:
     """Seconds of full prediction vs the encoder alone on the same documents, in the model's
     inference precision (best of 3 each, alternating); with the test CoNLL F1 of that precision's predictions."""

@@ -45,7 +45,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from benchmarks.common import LITBANK, ROOT, host, ontonotes_shaped_documents, require_litbank, test_f1
+from benchmarks.common import LITBANK, ROOT, EncoderClock, host, ontonotes_shaped_documents, require_litbank, test_f1
 
 WORK = ROOT / "data" / "benchmarks" / "throughput"
 CONFIGURATIONS = ("32", "auto", "int8")
@@ -167,23 +167,14 @@ def child_phases(model: Path, precision: str, source: Path) -> None:
         options["for_prediction"] = True
     trained = CorefModel.load(model, **options)
     loading = time.perf_counter() - begun
-    encoder, encoding = trained.model.encoder, [0.0]
-    forward = encoder.forward
-
-    def timed_forward(*args, **kwargs):
-        begun = time.perf_counter()
-        output = forward(*args, **kwargs)
-        encoding[0] += time.perf_counter() - begun
-        return output
-
-    encoder.forward = timed_forward
     documents = read_jsonlines(source)
-    begun = time.perf_counter()
-    for _ in trained.predict_documents(documents, progress=False):
-        pass
-    predicting = time.perf_counter() - begun
+    with EncoderClock(trained) as clock:
+        begun = time.perf_counter()
+        for _ in trained.predict_documents(documents, progress=False):
+            pass
+        predicting = time.perf_counter() - begun
     phases = {"import": imported, "load": loading, "predict": predicting}
-    print(json.dumps({**phases, "encoder": encoding[0], "precision": trained.precision}))
+    print(json.dumps({**phases, "encoder": clock.seconds, "precision": trained.precision}))
 
 
 def since_process_start() -> float:

@@ -230,22 +230,24 @@ class InferenceBert(nn.Module):
                 "model.encoder.make_trainable() first"
             )
         hidden = self.embeddings(input_ids)  # [batch, width, hidden]
-        if attention_mask is None:
-            for layer in self.encoder.layer:
-                hidden = layer(hidden, None)
-            return BertOutput(hidden, self.pooler(hidden))
-        # [batch, 1, width, width]: each query may attend to every real key, as transformers' SDPA mask
-        batch, width = attention_mask.shape
-        mask = attention_mask.bool()[:, None, None, :].expand(-1, 1, width, -1)
-        # The dense layers, layer norms and GELU read the real tokens only, packed: a document's last segment is
-        # shorter than the others, and its padding was 12-16% of the products' rows on LitBank test and on
-        # OntoNotes-shaped documents (docs/benchmarks.md, "Throughput of `predict`"). Each row is computed as in
-        # the padded batch; the attention reads the padded layout, where a padded key never weighs.
-        packing = Packing(attention_mask.reshape(-1).nonzero().squeeze(1), batch, width)
-        hidden = packing.pack(hidden)  # [tokens, hidden]
+        mask, packing = None, None
+        if attention_mask is not None:
+            # [batch, 1, width, width]: each query may attend to every real key, as transformers' SDPA mask
+            batch, width = attention_mask.shape
+            mask = attention_mask.bool()[:, None, None, :].expand(-1, 1, width, -1)
+            # The dense layers, layer norms and GELU read the real tokens only, packed: a document's last segment is
+            # shorter than the others, and its padding was 12-16% of the products' rows on LitBank test and on
+            # OntoNotes-shaped documents (docs/benchmarks.md, "Throughput of `predict`"). Each row is computed as in
+            # the padded batch; the attention reads the padded layout, where a padded key never weighs. A mask with
+            # no padding in it packs nothing: no copies.
+            real = attention_mask.reshape(-1).nonzero().squeeze(1)  # [tokens]
+            if real.numel() < batch * width:
+                packing = Packing(real, batch, width)
+                hidden = packing.pack(hidden)  # [tokens, hidden]
         for layer in self.encoder.layer:
             hidden = layer(hidden, mask, packing)
-        hidden = packing.pad(hidden).view(batch, width, -1)  # [batch, width, hidden], zeros where padded
+        if packing is not None:
+            hidden = packing.pad(hidden).view(batch, width, -1)  # [batch, width, hidden], zeros where padded
         return BertOutput(hidden, self.pooler(hidden))
 
 

@@ -12,9 +12,10 @@ Run: python benchmarks/prediction/throughput.py [--model DIR] [--configurations 
    - ``32`` and ``auto``: ``coref-pipeline predict --model DIR IN OUT --precision P``, the whole command timed
      (the process's start and the model's load included), as a user runs it (``auto``: bf16-mixed where the CPU
      computes bf16 natively, AVX512_BF16 or AMX, else fp32);
-   - ``int8``: the same work in a process of this program, with the encoder's linear layers quantized to int8
-     (PyTorch's dynamic quantization, ``torch.ao.quantization.quantize_dynamic``) after the model's load: a
-     measurement of the option before it is one;
+   - ``int8``: the same work in a process of this program (the model loaded as ``predict`` loads it), with the
+     encoder's linear layers computing their products in int8 (``Int8Linear``: weights per output channel in 7
+     bits, activations per token in 8, ``torch._int_mm``; fp32 elsewhere): a measurement of the option before it
+     is one;
    - with ``--previous SRC`` (the ``src`` folder of an earlier checkout, e.g. ``git worktree add ../previous
      HEAD~1``): ``previous 32`` and ``previous auto``, that version's ``predict`` on the same model, side by side;
    - with ``--incremental DIR``: ``incremental 32`` and ``incremental auto`` (and ``previous incremental auto``).
@@ -45,9 +46,10 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from benchmarks.common import LITBANK, ROOT, EncoderClock, host, ontonotes_shaped_documents, require_litbank, test_f1
+# benchmarks.common (its imports: the training stack) is imported where it is used, not here: the ``int8``
+# configuration's process runs this file, and should import what ``predict`` imports, no more.
 
-WORK = ROOT / "data" / "benchmarks" / "throughput"
+WORK = Path("data") / "benchmarks" / "throughput"  # under the project root
 CONFIGURATIONS = ("32", "auto", "int8")
 CPU_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_int8", "avx512_vnni", "avx_vnni")
 
@@ -70,6 +72,7 @@ def subtokens(path: Path) -> int:
 
 def write_sets(model: Path, work: Path, ontonotes: int) -> dict[str, Path]:
     """LitBank test and the OntoNotes-shaped documents as jsonlines, segmented for ``model``."""
+    from benchmarks.common import LITBANK, ontonotes_shaped_documents
     from coref_pipeline.models.directory import segments_read_by
     from coref_pipeline.serving.coref_model import CorefModel, as_split_text
 
@@ -116,11 +119,10 @@ def run_configuration(run: Run, source: Path, output: Path, threads: int | None)
     environment = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
     if run.source_tree is not None:
         environment["PYTHONPATH"] = os.pathsep.join([str(run.source_tree), environment.get("PYTHONPATH", "")])
-    if configuration == "int8":
-        command = [sys.executable, __file__, "--child-int8", str(model), str(source), str(output)]
-    else:
-        command = [sys.executable, "-m", "coref_pipeline", "predict", "--model", str(model)]
-        command += ["--precision", configuration, str(source), str(output)]
+    command = [sys.executable, "-m", "coref_pipeline", "predict", "--model", str(model)]
+    command += ["--precision", "32" if configuration == "int8" else configuration, str(source), str(output)]
+    if configuration == "int8":  # the same command, run by this file: its model's encoder computes in int8
+        command[1:3] = [__file__, "--child-int8"]
     errors = output.with_suffix(".stderr")
     started = time.perf_counter()
     with errors.open("w") as stderr:
@@ -134,29 +136,72 @@ def run_configuration(run: Run, source: Path, output: Path, threads: int | None)
     return {"seconds": seconds, "peak_memory_mb": usage.ru_maxrss / 1024}
 
 
-def child_int8(model: Path, source: Path, output: Path) -> None:
-    """``predict``'s work with the encoder's linear layers dynamically quantized to int8 (fp32 elsewhere)."""
+class Int8Linear:
+    """A linear layer whose product computes in integers: the weight quantized once per output channel to 7 bits
+    ([-63, 63]), each input row (token) when called to 8 bits ([-127, 127]), both symmetric; ``torch._int_mm``
+    sums the products in int32, then the row's and the channel's scales and the bias apply in fp32. 7 bits for the
+    weight: a CPU without VNNI (AVX2) sums pairs of u8 x s8 products in int16, which an 8-bit weight overflows
+    (the shifted activation up to 255: 255 x 127 x 2 > 32,767) and a 7-bit one does not (255 x 64 x 2), so the
+    integer sums are exact, the same on every x86 CPU. The query, key and value layers read the same input: its
+    quantization is made once (``shared``, the last input and its result)."""
+
+    def __init__(self, linear, shared: dict) -> None:
+        import torch
+
+        weight = linear.weight.detach()  # [out, in]
+        self.weight_scale = weight.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / 63  # [out]
+        self.weight = torch.round(weight / self.weight_scale[:, None]).to(torch.int8).t()  # [in, out], column-major
+        self.bias = linear.bias.detach()  # [out]
+        self.shared = shared
+
+    def quantized(self, inputs):
+        """``inputs`` ``[..., in]`` fp32 -> int8 ``[M, in]`` and each row's scale ``[M, 1]``."""
+        import torch
+
+        if self.shared.get("input") is not inputs:
+            rows = inputs.reshape(-1, inputs.shape[-1])  # [M, in]
+            low, high = rows.aminmax(dim=1, keepdim=True)  # [M, 1] each
+            scale = torch.maximum(high, -low).clamp_min_(torch.finfo(torch.float32).tiny).div_(127)  # [M, 1]
+            self.shared.update(input=inputs, result=(rows.div(scale).round_().to(torch.int8), scale))
+        return self.shared["result"]
+
+    def __call__(self, inputs):
+        import torch
+
+        quantized, scale = self.quantized(inputs)
+        products = torch._int_mm(quantized, self.weight).float()  # [M, out]: exact integer sums
+        products = products.mul_(self.weight_scale)
+        return torch.addcmul(self.bias, products, scale).view(*inputs.shape[:-1], -1)
+
+
+def child_int8(arguments: list[str]) -> None:
+    """``coref-pipeline ARGUMENTS`` (``predict ...``) as the command runs, to its end (the process ends with it), the
+    model it loads computing the products of its encoder's linear layers in int8 (``Int8Linear``; fp32 elsewhere)."""
     import torch
 
-    from coref_pipeline.files import read_jsonlines
+    from coref_pipeline.cli import main as command
     from coref_pipeline.serving.coref_model import CorefModel
 
-    torch.backends.quantized.engine = "x86" if "x86" in torch.backends.quantized.supported_engines else "fbgemm"
-    trained = CorefModel.load(model, precision="32")
-    trained.model.encoder = torch.ao.quantization.quantize_dynamic(
-        trained.model.encoder, {torch.nn.Linear}, dtype=torch.qint8
-    )
-    documents = read_jsonlines(source)
-    predictions = trained.predict_documents(documents, progress=False)
-    with output.open("w") as out:
-        for prediction in predictions:
-            out.write(json.dumps(prediction) + "\n")
+    load = CorefModel.load.__func__
+
+    def load_in_int8(cls, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        trained = load(cls, *args, **kwargs)
+        shared: dict = {}
+        for name, module in trained.model.encoder.named_modules():
+            if isinstance(module, torch.nn.Linear) and ".layer." in name:  # the embeddings and the pooler stay fp32
+                module.forward = Int8Linear(module, shared)  # the module keeps its place (its fp32 weight unused)
+        return trained
+
+    CorefModel.load = classmethod(load_in_int8)
+    sys.argv = ["coref-pipeline", *arguments]
+    command()
 
 
 def child_phases(model: Path, precision: str, source: Path) -> None:
     """Where one ``predict``'s time goes, in one new process (printed as JSON): importing the library, loading the
     model, then predicting every document, of which the encoder's own forward passes (the rest: the task's
     scorers and the host work around them)."""
+    from benchmarks.common import EncoderClock
     from coref_pipeline.files import read_jsonlines
     from coref_pipeline.serving.coref_model import CorefModel
 
@@ -208,6 +253,10 @@ def phases_of(run: Run, source: Path, threads: int | None) -> dict:
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--child-int8"]:
+        child_int8(sys.argv[2:])  # ends the process
+    from benchmarks.common import ROOT, host, require_litbank, test_f1
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", type=Path, default=ROOT / "data" / "06_models" / "baseline")
     parser.add_argument("--configurations", nargs="+", default=list(CONFIGURATIONS), choices=CONFIGURATIONS)
@@ -221,19 +270,15 @@ def main() -> None:
         "runs beside this one's, `32` and `auto`, on the same model",
     )
     parser.add_argument("--incremental", type=Path, help="an incremental model directory: its predict too, 32 and auto")
-    parser.add_argument("--work-dir", type=Path, default=WORK)
+    parser.add_argument("--work-dir", type=Path, default=ROOT / WORK)
     parser.add_argument(
         "--phases",
         action="store_true",
         help="also, per model, precision and set: where one process's time goes (import, load, predict and the "
         "encoder's share of it, the interpreter's start and exit)",
     )
-    parser.add_argument("--child-int8", nargs=3, type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child-phases", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child_int8:
-        child_int8(*args.child_int8)
-        return
     if args.child_phases:
         model, precision, source = args.child_phases
         child_phases(Path(model), precision, Path(source))

@@ -46,6 +46,8 @@ import subprocess
 import time
 from dataclasses import dataclass
 
+import torch
+
 # benchmarks.common (its imports: the training stack) is imported where it is used, not here: the ``int8``
 # configuration's process runs this file, and should import what ``predict`` imports, no more.
 
@@ -119,10 +121,11 @@ def run_configuration(run: Run, source: Path, output: Path, threads: int | None)
     environment = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
     if run.source_tree is not None:
         environment["PYTHONPATH"] = os.pathsep.join([str(run.source_tree), environment.get("PYTHONPATH", "")])
-    command = [sys.executable, "-m", "coref_pipeline", "predict", "--model", str(model)]
-    command += ["--precision", "32" if configuration == "int8" else configuration, str(source), str(output)]
-    if configuration == "int8":  # the same command, run by this file: its model's encoder computes in int8
-        command[1:3] = [__file__, "--child-int8"]
+    # int8: the same command, run by this file, whose model's encoder computes in int8
+    program = [__file__, "--child-int8"] if configuration == "int8" else ["-m", "coref_pipeline"]
+    precision = "32" if configuration == "int8" else configuration
+    command = [sys.executable, *program, "predict", "--model", str(model), "--precision", precision]
+    command += [str(source), str(output)]
     errors = output.with_suffix(".stderr")
     started = time.perf_counter()
     with errors.open("w") as stderr:
@@ -145,19 +148,15 @@ class Int8Linear:
     integer sums are exact, the same on every x86 CPU. The query, key and value layers read the same input: its
     quantization is made once (``shared``, the last input and its result)."""
 
-    def __init__(self, linear, shared: dict) -> None:
-        import torch
-
+    def __init__(self, linear: torch.nn.Linear, shared: dict) -> None:
         weight = linear.weight.detach()  # [out, in]
         self.weight_scale = weight.abs().amax(dim=1).clamp_min(torch.finfo(torch.float32).tiny) / 63  # [out]
         self.weight = torch.round(weight / self.weight_scale[:, None]).to(torch.int8).t()  # [in, out], column-major
         self.bias = linear.bias.detach()  # [out]
         self.shared = shared
 
-    def quantized(self, inputs):
+    def quantized(self, inputs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``inputs`` ``[..., in]`` fp32 -> int8 ``[M, in]`` and each row's scale ``[M, 1]``."""
-        import torch
-
         if self.shared.get("input") is not inputs:
             rows = inputs.reshape(-1, inputs.shape[-1])  # [M, in]
             low, high = rows.aminmax(dim=1, keepdim=True)  # [M, 1] each
@@ -165,9 +164,7 @@ class Int8Linear:
             self.shared.update(input=inputs, result=(rows.div(scale).round_().to(torch.int8), scale))
         return self.shared["result"]
 
-    def __call__(self, inputs):
-        import torch
-
+    def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
         quantized, scale = self.quantized(inputs)
         products = torch._int_mm(quantized, self.weight).float()  # [M, out]: exact integer sums
         products = products.mul_(self.weight_scale)
@@ -177,8 +174,6 @@ class Int8Linear:
 def child_int8(arguments: list[str]) -> None:
     """``coref-pipeline ARGUMENTS`` (``predict ...``) as the command runs, to its end (the process ends with it), the
     model it loads computing the products of its encoder's linear layers in int8 (``Int8Linear``; fp32 elsewhere)."""
-    import torch
-
     from coref_pipeline.cli import main as command
     from coref_pipeline.serving.coref_model import CorefModel
 

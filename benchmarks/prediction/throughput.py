@@ -1,7 +1,7 @@
 """Prediction throughput on a CPU, as a user repeats it: documents/s and subtokens/s for each precision and option.
 
 Run: python benchmarks/prediction/throughput.py [--model DIR] [--configurations 32 auto int8] [--ontonotes 30]
-     [--rounds 2] [--threads N] [--previous SRC] [--incremental DIR] [--phases] [--work-dir DIR]
+     [--rounds 2] [--threads N] [--previous SRC] [--incremental DIR] [--phases [N]] [--work-dir DIR]
 
 1. Two document sets, written as Joshi-format jsonlines with the model's own tokenizer and segment length:
    LitBank test (10 documents of about 2,000 words, ``../shared/corpora/litbank``) and ``--ontonotes``
@@ -21,9 +21,13 @@ Run: python benchmarks/prediction/throughput.py [--model DIR] [--configurations 
    - with ``--incremental DIR``: ``incremental 32`` and ``incremental auto`` (and ``previous incremental auto``).
 3. For each: the median documents/s and subtokens/s, the peak resident memory of the process, and the CoNLL F1
    of its LitBank test output (one-mention clusters removed from key and response, as the LitBank benchmarks).
-4. With ``--phases``: for each configuration (int8 aside) and set, one more process that says where its time
-   goes: importing the library, loading the model, predicting (and the encoder's forward passes within it),
-   and the rest of the wall time (the interpreter's start and exit).
+4. With ``--phases N``: for each configuration (int8 aside) and set, N more processes (alternating; N is 1 where
+   omitted) that say where the time goes, each figure's median: importing the library, loading the model,
+   predicting (and the encoder's forward passes within it), and the rest of the wall time (the interpreter's start
+   and exit). With ``--previous``, per set, figures paired in each round (the median of the rounds'): the previous
+   default's wall time over this default's, as measured and over this default's without the task's head (import,
+   load, encoder and rest alone: what no head can exceed), and the prediction / encoder ratio at which this default
+   would take half the previous default's time (``against_previous``).
 5. The host: ``lscpu``'s model name and the flags that matter (avx2, avx512f, avx512_bf16, amx_bf16, amx_int8,
    avx512_vnni / avx_vnni), the cores, the torch version and its threads.
 
@@ -247,6 +251,51 @@ def phases_of(run: Run, source: Path, threads: int | None) -> dict:
     return phases
 
 
+def phase_rounds(runs: list[Run], sets: dict[str, Path], rounds: int, threads: int | None) -> list[dict[str, dict]]:
+    """``phases_of`` for every run (``int8`` aside) and set, ``rounds`` times, the runs alternating in each round."""
+    return [
+        {
+            f"{run.label}|{name}": phases_of(run, path, threads)
+            for run in runs
+            if run.configuration != "int8"
+            for name, path in sets.items()
+        }
+        for _ in range(rounds)
+    ]
+
+
+def median_phases(rounds: list[dict[str, dict]]) -> dict[str, dict]:
+    """Each run and set's figures, the median over the rounds."""
+    return {
+        key: {field: statistics.median(r[key][field] for r in rounds) for field in row if field != "precision"}
+        for key, row in rounds[0].items()
+    }
+
+
+def against_previous(rounds: list[dict[str, dict]], sets: dict[str, Path]) -> dict[str, dict]:
+    """Per set, each the median over the rounds of a figure paired in a round: the previous default's whole wall time
+    over this default's (``measured``); the same over what this default's process would take if the task's head
+    cost nothing, its start and imports, load, encoder passes and rest (``head_free``: what no head can exceed at
+    this encoder); and the prediction's time over the encoder's that would make this default's process take half
+    the previous default's, its start, load and rest as they are (``predict_over_encoder_for_2x``, beside the
+    measured ``predict_over_encoder``)."""
+    figures = {}
+    for name in sets:
+        paired: dict[str, list[float]] = {}
+        for r in rounds:
+            ours, previous = r[f"auto|{name}"], r[f"previous auto|{name}"]
+            start = ours["import"] + ours["load"] + ours["rest"]
+            for key, value in (
+                ("measured", previous["wall"] / ours["wall"]),
+                ("head_free", previous["wall"] / (start + ours["encoder"])),
+                ("predict_over_encoder_for_2x", (previous["wall"] / 2 - start) / ours["encoder"]),
+                ("predict_over_encoder", ours["predict"] / ours["encoder"]),
+            ):
+                paired.setdefault(key, []).append(value)
+        figures[name] = {key: statistics.median(values) for key, values in paired.items()}
+    return figures
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--child-int8"]:
         child_int8(sys.argv[2:])  # ends the process
@@ -268,9 +317,13 @@ def main() -> None:
     parser.add_argument("--work-dir", type=Path, default=ROOT / WORK)
     parser.add_argument(
         "--phases",
-        action="store_true",
-        help="also, per model, precision and set: where one process's time goes (import, load, predict and the "
-        "encoder's share of it, the interpreter's start and exit)",
+        type=int,
+        nargs="?",
+        const=1,
+        default=0,
+        metavar="N",
+        help="also, per model, precision and set: where a process's time goes (import, load, predict and the "
+        "encoder's share of it, the interpreter's start and exit), N alternating rounds (default 1), medians",
     )
     parser.add_argument("--child-phases", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -329,20 +382,28 @@ def main() -> None:
             f"{row['subtokens_per_second']:9.0f} {ratio:7.2f} {row['peak_memory_mb']:8.0f} {f1}"
         )
     if args.phases:
-        results["phases"] = {}
+        rounds = phase_rounds(runs, sets, args.phases, args.threads)
+        results["phase_rounds"] = rounds
+        results["phases"] = phases = median_phases(rounds)
         print(
-            f"{'phases (seconds)':26} {'set':18} {'import':>7} {'load':>6} {'predict':>8} {'encoder':>8} "
+            f"{'phases (seconds, median)':26} {'set':18} {'import':>7} {'load':>6} {'predict':>8} {'encoder':>8} "
             f"{'rest':>6} {'wall':>6} {'predict/encoder':>16}"
         )
-        for run in runs:
-            if run.configuration == "int8":
-                continue
-            for name, path in sets.items():
-                row = phases_of(run, path, args.threads)
-                results["phases"][f"{run.label}|{name}"] = row
+        for key, row in phases.items():
+            label, name = key.split("|", 1)
+            print(
+                f"{label:26} {name:18} {row['import']:7.2f} {row['load']:6.2f} {row['predict']:8.2f} "
+                f"{row['encoder']:8.2f} {row['rest']:6.2f} {row['wall']:6.2f} {row['predict'] / row['encoder']:16.2f}"
+            )
+        if {"auto", "previous auto"} <= {run.label for run in runs}:  # this default beside the previous one
+            results["against_previous"] = figures = against_previous(rounds, sets)
+            for name, row in figures.items():
                 print(
-                    f"{run.label:26} {name:18} {row['import']:7.2f} {row['load']:6.2f} {row['predict']:8.2f} "
-                    f"{row['encoder']:8.2f} {row['rest']:6.2f} {row['wall']:6.2f} {row['predict'] / row['encoder']:16.2f}"
+                    f"{name}: the previous default's wall over this default's, paired in each round (median): "
+                    f"{row['measured']:.2f}x measured; with a head that cost nothing (import, load, encoder and rest "
+                    f"alone) at most {row['head_free']:.2f}x; 2x needs prediction at "
+                    f"{row['predict_over_encoder_for_2x']:.2f}x the encoder's passes (measured: "
+                    f"{row['predict_over_encoder']:.2f}x)"
                 )
     args.work_dir.mkdir(parents=True, exist_ok=True)
     (args.work_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")

@@ -1,7 +1,7 @@
 """The head against the encoder in arithmetic: the matrix products' FLOPs of a prediction, and the time they take.
 
 Run: python benchmarks/prediction/head_flops.py [--models data/06_models/baseline data/06_models/incremental]
-     [--precisions 32 auto] [--ontonotes 30] [--rounds 3] [--work-dir data/benchmarks/head_flops]
+     [--precisions 32 auto] [--ontonotes 30] [--rounds 3] [--min-coarse-scores F ...] [--work-dir DIR]
 
 The issue's goal for the baseline is a prediction that takes at most 1.2x the encoder's own forward passes. This
 program says what the arithmetic allows. For each model, precision and document set (LitBank test and the
@@ -21,6 +21,9 @@ OntoNotes-shaped documents, as ``throughput.py`` writes them):
    prediction would take against the encoder if the head's products ran at the encoder's rate and nothing else
    cost time), the measured prediction / encoder ratio, and each part's rate in GFLOP/s.
 
+With ``--min-coarse-scores F ...``: each model also with each coarse floor ``F`` set at its load (``CorefModel.load``'s
+``min_coarse_score``), and for each such row the documents whose clusters differ from the model's own setting's.
+
 Figures go to stdout and to ``WORK_DIR/results.json``.
 """
 
@@ -35,9 +38,11 @@ import argparse
 import collections
 import contextlib
 import functools
+import itertools
 import statistics
 import time
 from collections.abc import Iterator
+from typing import Any
 from unittest import mock
 
 import torch
@@ -99,13 +104,12 @@ def counted_parts(totals: dict[str, float]) -> Iterator[None]:
         yield
 
 
-def counted_flops(trained: CorefModel, documents: list[dict]) -> dict[str, float]:
+def counted_flops(trained: CorefModel, documents: list[dict]) -> dict[str, Any]:
     """GFLOP of the matrix products of one prediction over ``documents``: the encoder's, the head's and the head's
-    parts (the mention scorer, the fine pair scorer and its pairs, the rest)."""
+    parts (the mention scorer, the fine pair scorer and its pairs, the rest); and the clusters it predicted."""
     parts: dict[str, float] = collections.defaultdict(float)
     with flop_counter.FlopCounterMode(display=False, custom_mapping=COUNTED, depth=2) as counter, counted_parts(parts):
-        for _ in trained.predict_documents(documents, progress=False):
-            pass
+        predicted = trained.predict_documents(documents, progress=False)
     counts = counter.get_flop_counts()
     total = sum(counts["Global"].values()) / 1e9
     encoder = next(sum(ops.values()) for name, ops in counts.items() if name.endswith(".encoder")) / 1e9
@@ -117,6 +121,7 @@ def counted_flops(trained: CorefModel, documents: list[dict]) -> dict[str, float
         "fine_gflop": parts["fine"],
         "other_gflop": head - parts["mention"] - parts["fine"],
         "fine_pairs": int(parts["pairs"]),
+        "clusters": [document["predicted_clusters"] for document in predicted],
     }
 
 
@@ -142,6 +147,10 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="+", default=["32", "auto"], choices=["32", "auto"])
     parser.add_argument("--ontonotes", type=int, default=30, help="OntoNotes-shaped documents")
     parser.add_argument("--rounds", type=int, default=3, help="timed passes over each set (the median kept)")
+    parser.add_argument(
+        "--min-coarse-scores", type=float, nargs="+", default=[], metavar="F",
+        help="each model also with these coarse floors, and the documents whose clusters differ from its own setting's",
+    )  # fmt: skip
     parser.add_argument("--work-dir", type=Path, default=WORK)
     args = parser.parse_args()
     require_litbank()
@@ -152,31 +161,42 @@ def main() -> None:
     rows = []
     print(f"host: {host()}, torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(
-        f"{'model':12} {'precision':9} {'set':17} {'encoder GFLOP':>13} {'head GFLOP':>10} {'FLOP floor':>10} "
+        f"{'model':18} {'precision':9} {'set':17} {'encoder GFLOP':>13} {'head GFLOP':>10} {'FLOP floor':>10} "
         f"{'predict s':>9} {'encoder s':>9} {'predict/encoder':>15} {'encoder GFLOP/s':>15} {'head GFLOP/s':>12} "
         f"{'head: mention / fine / other GFLOP':>34} {'fine pairs':>10}"
+        + (" documents changed" if args.min_coarse_scores else "")
     )
-    for model in args.models:
-        for precision in args.precisions:
-            trained = CorefModel.load(model, precision=precision, for_prediction=True)
-            for name, path in sets.items():
-                documents = list(read_jsonlines(path))
-                row = {"model": model.name, "precision": precision, "computes_in": trained.precision, "set": name}
-                row.update(counted_flops(trained, documents))
-                row.update(timed_passes(trained, documents, args.rounds))
-                head_s = row["predict_s"] - row["encoder_s"]
-                row["flop_floor"] = 1 + row["head_gflop"] / row["encoder_gflop"]
-                row["predict_over_encoder"] = row["predict_s"] / row["encoder_s"]
-                row["encoder_gflop_s"] = row["encoder_gflop"] / row["encoder_s"]
-                row["head_gflop_s"] = row["head_gflop"] / head_s
-                rows.append(row)
-                print(
-                    f"{model.name:12} {precision:9} {name:17} {row['encoder_gflop']:13.1f} {row['head_gflop']:10.1f} "
-                    f"{row['flop_floor']:10.3f} {row['predict_s']:9.2f} {row['encoder_s']:9.2f} "
-                    f"{row['predict_over_encoder']:15.3f} {row['encoder_gflop_s']:15.1f} {row['head_gflop_s']:12.1f} "
-                    f"{row['mention_gflop']:12.1f} / {row['fine_gflop']:6.1f} / {row['other_gflop']:8.1f} {row['fine_pairs']:10d}",
-                    flush=True,
-                )
+    own_clusters = {}  # (model, precision, set): the clusters with the model's own coarse floor
+    for model, floor, precision in itertools.product(args.models, [None, *args.min_coarse_scores], args.precisions):
+        trained = CorefModel.load(model, precision=precision, for_prediction=True, min_coarse_score=floor)
+        label = model.name if floor is None else f"{model.name}, F {floor:g}"
+        for name, path in sets.items():
+            documents = list(read_jsonlines(path))
+            row = {"model": label, "precision": precision, "computes_in": trained.precision, "set": name}
+            row["min_coarse_score"] = trained.model.config.min_coarse_score
+            row.update(counted_flops(trained, documents))
+            clusters = row.pop("clusters")
+            if floor is None:
+                own_clusters[model, precision, name] = clusters
+            else:  # against the model's own floor: how many documents' clusters this one changes
+                own = own_clusters[model, precision, name]
+                row["documents_changed"] = sum(a != b for a, b in zip(clusters, own, strict=True))
+            row.update(timed_passes(trained, documents, args.rounds))
+            head_s = row["predict_s"] - row["encoder_s"]
+            row["flop_floor"] = 1 + row["head_gflop"] / row["encoder_gflop"]
+            row["predict_over_encoder"] = row["predict_s"] / row["encoder_s"]
+            row["encoder_gflop_s"] = row["encoder_gflop"] / row["encoder_s"]
+            row["head_gflop_s"] = row["head_gflop"] / head_s
+            rows.append(row)
+            changed = f" {row['documents_changed']:>4d} of {len(documents)} changed" if floor is not None else ""
+            print(
+                f"{label:18} {precision:9} {name:17} {row['encoder_gflop']:13.1f} {row['head_gflop']:10.1f} "
+                f"{row['flop_floor']:10.3f} {row['predict_s']:9.2f} {row['encoder_s']:9.2f} "
+                f"{row['predict_over_encoder']:15.3f} {row['encoder_gflop_s']:15.1f} {row['head_gflop_s']:12.1f} "
+                f"{row['mention_gflop']:12.1f} / {row['fine_gflop']:6.1f} / {row['other_gflop']:8.1f} {row['fine_pairs']:10d}"
+                f"{changed}",
+                flush=True,
+            )
     write_results(
         {"torch": torch.__version__, "threads": torch.get_num_threads(), "rows": rows}, args.work_dir / "results.json"
     )

@@ -104,9 +104,9 @@ def counted_parts(totals: dict[str, float]) -> Iterator[None]:
         yield
 
 
-def counted_flops(trained: CorefModel, documents: list[dict]) -> dict[str, Any]:
+def counted_flops(trained: CorefModel, documents: list[dict]) -> tuple[dict[str, float], list[Any]]:
     """GFLOP of the matrix products of one prediction over ``documents``: the encoder's, the head's and the head's
-    parts (the mention scorer, the fine pair scorer and its pairs, the rest); and the clusters it predicted."""
+    parts (the mention scorer, the fine pair scorer and its pairs, the rest); and each document's predicted clusters."""
     parts: dict[str, float] = collections.defaultdict(float)
     with flop_counter.FlopCounterMode(display=False, custom_mapping=COUNTED, depth=2) as counter, counted_parts(parts):
         predicted = trained.predict_documents(documents, progress=False)
@@ -114,15 +114,15 @@ def counted_flops(trained: CorefModel, documents: list[dict]) -> dict[str, Any]:
     total = sum(counts["Global"].values()) / 1e9
     encoder = next(sum(ops.values()) for name, ops in counts.items() if name.endswith(".encoder")) / 1e9
     head = total - encoder
-    return {
+    flops = {
         "encoder_gflop": encoder,
         "head_gflop": head,
         "mention_gflop": parts["mention"],
         "fine_gflop": parts["fine"],
         "other_gflop": head - parts["mention"] - parts["fine"],
         "fine_pairs": int(parts["pairs"]),
-        "clusters": [document["predicted_clusters"] for document in predicted],
     }
+    return flops, [document["predicted_clusters"] for document in predicted]
 
 
 def timed_passes(trained: CorefModel, documents: list[dict], rounds: int) -> dict[str, float]:
@@ -158,6 +158,7 @@ def main() -> None:
         if not (model / "coref_config.json").is_file():
             sys.exit(f"no model at {model}: run the main job first (README), or name one with --models")
     sets = write_sets(args.models[0], args.work_dir, args.ontonotes)
+    documents_of = {name: list(read_jsonlines(path)) for name, path in sets.items()}
     rows = []
     print(f"host: {host()}, torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(
@@ -170,12 +171,11 @@ def main() -> None:
     for model, floor, precision in itertools.product(args.models, [None, *args.min_coarse_scores], args.precisions):
         trained = CorefModel.load(model, precision=precision, for_prediction=True, min_coarse_score=floor)
         label = model.name if floor is None else f"{model.name}, F {floor:g}"
-        for name, path in sets.items():
-            documents = list(read_jsonlines(path))
+        for name, documents in documents_of.items():
             row = {"model": label, "precision": precision, "computes_in": trained.precision, "set": name}
             row["min_coarse_score"] = trained.model.config.min_coarse_score
-            row.update(counted_flops(trained, documents))
-            clusters = row.pop("clusters")
+            flops, clusters = counted_flops(trained, documents)
+            row.update(flops)
             if floor is None:
                 own_clusters[model, precision, name] = clusters
             else:  # against the model's own floor: how many documents' clusters this one changes

@@ -160,6 +160,41 @@ def test_a_directory_loaded_for_prediction_gives_what_transformers_gives(tmp_pat
     assert minilm.convert_tokens_to_ids(words) == transformers_minilm.convert_tokens_to_ids(words)
 
 
+def test_raw_text_words_split_for_prediction_as_transformers_splits_them(tmp_path):
+    """The packaged MiniLM's tokenizer read for prediction (``DeferredTokenizer``, no transformers) splits words into
+    the subtokens transformers' tokenizer gives (``tokenize_documents``): over 128 words at once (its file keeps the
+    hub's truncation at 128 and padding to 128, which transformers sets aside for each call), accents, other
+    scripts, a word with no subtokens, one too long for WordPiece, a special token written as a word; and it names
+    the same special tokens. Without them in ``tokenizer_config.json`` it asks transformers' tokenizer."""
+    import shutil
+
+    from coref_pipeline.formats.segmentation import SpecialTokens, tokenize_documents
+    from coref_pipeline.formats.text import split_text
+    from coref_pipeline.pretrained import embedded_minilm_path, load_tokenizer
+
+    text = (
+        "“Ada,” said Charles — “your notes are longer than my paper!” She didn’t mind. Zoë (née Müller) wrote "
+        "«C’est magnifique» in 1843; 東京 and Αθήνα, \u200b, [CLS] and [SEP], " + "x" * 120 + ". "
+    ) + " ".join(f"word{i} w{i % 7}-{i}" for i in range(150))
+    words = list(split_text(text).words)
+    assert len(words) > 300
+    minilm = serialization.DeferredTokenizer(Path(embedded_minilm_path()))
+    theirs = load_tokenizer("embedded:minilm")
+    ours = tokenize_documents([words, words[:5], ["\u200b"]], minilm)
+    expected = tokenize_documents([words, words[:5], ["\u200b"]], theirs)
+    for split, their_split in zip(ours, expected, strict=True):
+        assert split.subtokens == their_split.subtokens
+        assert split.word_index.tolist() == their_split.word_index.tolist()
+    assert len(ours[0].subtokens) > 300 and "[UNK]" in ours[0].subtokens and ours[2].subtokens == ["[UNK]"]
+    assert SpecialTokens.from_tokenizer(minilm) == SpecialTokens.from_tokenizer(theirs)
+    assert minilm._loaded is None  # transformers' tokenizer was not needed
+
+    shutil.copytree(embedded_minilm_path(), tmp_path / "minilm")
+    (tmp_path / "minilm" / "tokenizer_config.json").write_text("{}", encoding="utf-8")
+    bare = serialization.DeferredTokenizer(tmp_path / "minilm")
+    assert SpecialTokens.from_tokenizer(bare) == SpecialTokens.from_tokenizer(theirs)
+
+
 @pytest.mark.parametrize("broken", ["tokenizer/tokenizer.json", "encoder/config.json"])
 def test_a_malformed_file_read_for_prediction_is_one_error_naming_it(tmp_path, broken):
     """The files a model loaded for prediction reads itself (not through transformers) refuse bad content as

@@ -174,8 +174,9 @@ def test_segmented_documents_are_predicted_without_transformers_pandas_or_sympy(
     """Loaded for prediction, both models read and predict jsonlines documents (``predict``'s usual input) without
     importing transformers, pandas or sympy: the encoder's configuration and the tokenizer's vocabulary are read from
     their files, and the model's memory is allocated without torch's Python reference of ``empty_like`` (0.7 s,
-    0.2 s and 0.4 s of a ``predict`` command on a 2-core CPU, ``PYTHONPROFILEIMPORTTIME``); raw text still loads
-    transformers' tokenizer. A fresh process, so that no other test's imports count."""
+    0.2 s and 0.4 s of a ``predict`` command on a 2-core CPU, ``PYTHONPROFILEIMPORTTIME``); raw text too, its words
+    split into subtokens by the tokenizer's file (1.0 s of its first prediction), into the same clusters as a model
+    loaded with transformers' tokenizer. A fresh process, so that no other test's imports count."""
     from tests.models.tiny import make_document
 
     script = textwrap.dedent(
@@ -183,30 +184,35 @@ def test_segmented_documents_are_predicted_without_transformers_pandas_or_sympy(
         import json, sys
         from coref_pipeline import CorefModel
         documents = [json.loads(line) for line in open(sys.argv[1])]
-        for directory in sys.argv[2:]:
-            model = CorefModel.load(directory, for_prediction=True)
+        models = [CorefModel.load(directory, for_prediction=True) for directory in sys.argv[2:-1]]
+        for model in models:
             model.check_segmentation(documents, None, "documents.jsonlines")
             print(json.dumps([document["predicted_clusters"] for document in model.predict_documents(documents, progress=False)]))
         print(sorted(name for name in ("transformers", "pandas", "sympy") if name in sys.modules))
-        model.predict("Ada met Charles. He showed her his engine.")
+        for model in models:
+            print(json.dumps(model.predict(sys.argv[-1]).to_dict()))
         print("transformers" in sys.modules)
         """
     )
     documents = [make_document(f"nw/d{i}_0", seed=i, num_segments=2) for i in range(2)]
     (tmp_path / "documents.jsonlines").write_text("".join(json.dumps(document) + "\n" for document in documents))
     directories = [str(directory) for directory in save_tiny_models(tmp_path, threshold=-1e4)]
+    text = UNICODE_TEXT + " " + " ".join(f"w{i % 50} w{(i + 7) % 50}." for i in range(80))  # over 128 words
     found = subprocess.run(
-        [sys.executable, "-c", script, str(tmp_path / "documents.jsonlines"), *directories],
+        [sys.executable, "-c", script, str(tmp_path / "documents.jsonlines"), *directories, text],
         capture_output=True,
         text=True,
         check=True,
     )
-    *clusters, imported, text_loads = found.stdout.strip().splitlines()
-    assert imported == "[]" and text_loads == "True", found.stdout + found.stderr
-    for directory, predicted in zip(directories, clusters, strict=True):
+    lines = found.stdout.strip().splitlines()
+    clusters, imported, texts, text_imports = lines[:2], lines[2], lines[3:5], lines[5]
+    assert imported == "[]" and text_imports == "False", found.stdout + found.stderr
+    for directory, predicted, predicted_text in zip(directories, clusters, texts, strict=True):
         expected = CorefModel.load(directory).predict_documents(documents, progress=False)
         assert json.loads(predicted) == [document["predicted_clusters"] for document in expected]
+        assert json.loads(predicted_text) == CorefModel.load(directory).predict(text).to_dict()
     assert any(json.loads(predicted) != [[], []] for predicted in clusters)  # something was compared
+    assert any(json.loads(predicted)["clusters"] for predicted in texts)
 
 
 def test_the_baseline_length_limit_raises_the_documented_error(tmp_path):

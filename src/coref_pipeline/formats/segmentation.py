@@ -230,15 +230,7 @@ def tokenize_documents(
     distinct = list(word_ids)
     pieces: list[list[str]] = [[] for _ in distinct]
     chunks = [distinct[i : i + chunk_size] for i in range(0, len(distinct), chunk_size)]
-    batch = tokenizer(
-        chunks,
-        is_split_into_words=True,
-        add_special_tokens=False,
-        return_attention_mask=False,
-        return_token_type_ids=False,
-        verbose=False,
-    )
-    for chunk_index, encoding in enumerate(batch.encodings):
+    for chunk_index, encoding in enumerate(word_encodings(tokenizer, chunks)):
         offset = chunk_index * chunk_size
         for token, word in zip(encoding.tokens, encoding.word_ids, strict=True):
             pieces[offset + word].append(token)
@@ -255,6 +247,24 @@ def tokenize_documents(
         word_index = np.repeat(np.arange(len(words), dtype=np.int64), piece_counts[ids])  # [num_subtokens]
         tokenized.append(TokenizedDocument(subtokens=subtokens, word_index=word_index))
     return tokenized
+
+
+def word_encodings(tokenizer: Any, batches: list[list[str]]) -> list[Any]:
+    """The ``tokenizers`` encodings of batches of words, no special tokens added: through the tokenizer's own
+    ``encode_words`` where it has one (a model directory's for prediction, which imports no transformers), else
+    transformers' fast tokenizer called on the words."""
+    encode_words = getattr(type(tokenizer), "encode_words", None)
+    if encode_words is not None:
+        return encode_words(tokenizer, batches)
+    batch = tokenizer(
+        batches,
+        is_split_into_words=True,
+        add_special_tokens=False,
+        return_attention_mask=False,
+        return_token_type_ids=False,
+        verbose=False,
+    )
+    return batch.encodings
 
 
 def split_into_segments(

@@ -54,6 +54,7 @@ __all__ = [
 FORMAT_VERSION = 2  # 2: span and pair scorers under span_scorer./pair_scorer. (1 is upgraded on load)
 WEIGHTS = "model.safetensors"
 TOKENIZER_FILE = "tokenizer.json"  # the ``tokenizers`` file ``save_pretrained`` writes of a fast tokenizer
+TOKENIZER_CONFIG_FILE = "tokenizer_config.json"  # and its settings, the special tokens among them
 
 
 OS_ERROR_IN_MESSAGE = re.compile(r"\(os error (\d+)\)")
@@ -178,10 +179,11 @@ def build_with_weights(build: Callable[[], nn.Module], state_dict: dict[str, tor
 
 
 class DeferredTokenizer:
-    """A model directory's tokenizer for prediction: what reading segmented documents needs (the subtokens'
-    ids, the vocabulary and its fingerprint) from the ``tokenizers`` file alone, and transformers' tokenizer
-    (``AutoTokenizer``, the same file) loaded at the first other use: raw text, saving. ``predict`` on
-    jsonlines then imports no transformers (0.7 s of its start, docs/benchmarks.md).
+    """A model directory's tokenizer for prediction: what predicting needs (the subtokens of raw text's words,
+    their ids, the special tokens, the vocabulary and its fingerprint) from the ``tokenizers`` file and the
+    special tokens of ``tokenizer_config.json`` alone, and transformers' tokenizer (``AutoTokenizer``, the same
+    files) loaded at the first other use: saving. ``predict`` then imports no transformers (0.7 s of its start on
+    jsonlines, 1.0 s of a raw text's first prediction, docs/benchmarks.md).
 
     The file is what ``save_pretrained`` wrote of transformers' tokenizer, so its backend is the one
     transformers loads from it (``tests/models/test_serialization.py`` holds the two equal).
@@ -196,7 +198,40 @@ class DeferredTokenizer:
             self.backend_tokenizer = Tokenizer.from_file(str(path))
         except Exception as error:  # tokenizers raises a bare Exception for a malformed file
             raise ModelDirectoryError(f"{path}: not a tokenizer file ({error})") from None
+        self._special_tokens = _special_tokens(folder / TOKENIZER_CONFIG_FILE)
+        self._word_encoder: Any = None
         self._loaded: Any = None
+
+    @property
+    def cls_token(self) -> str:
+        return self._special_token("cls_token")
+
+    @property
+    def sep_token(self) -> str:
+        return self._special_token("sep_token")
+
+    @property
+    def unk_token(self) -> str:
+        return self._special_token("unk_token")
+
+    def _special_token(self, name: str) -> str:
+        token = self._special_tokens.get(name)
+        return getattr(self.loaded, name) if token is None else token
+
+    def encode_words(self, batches: list[list[str]]) -> list[Any]:
+        """The ``tokenizers`` encodings of batches of words, no special tokens added: what transformers' fast
+        tokenizer gives for ``tokenizer(batches, is_split_into_words=True, add_special_tokens=False)``, whose
+        per-call settings (no truncation, no padding, special tokens kept whole) a copy of the backend holds
+        here; the file's own truncation and padding (``save_pretrained`` keeps a hub tokenizer's) stay."""
+        if self._word_encoder is None:
+            from tokenizers import Tokenizer
+
+            encoder = Tokenizer.from_str(self.backend_tokenizer.to_str())
+            encoder.no_truncation()
+            encoder.no_padding()
+            encoder.encode_special_tokens = False
+            self._word_encoder = encoder
+        return self._word_encoder.encode_batch(batches, add_special_tokens=False, is_pretokenized=True)
 
     @property
     def loaded(self) -> Any:
@@ -213,7 +248,7 @@ class DeferredTokenizer:
             return self.convert_tokens_to_ids([tokens])[0]
         ids = [self.backend_tokenizer.token_to_id(token) for token in tokens]
         if None in ids:
-            unknown = self.loaded.unk_token_id
+            unknown = self.backend_tokenizer.token_to_id(self.unk_token)
             ids = [unknown if index is None else index for index in ids]
         return ids
 
@@ -231,6 +266,23 @@ class DeferredTokenizer:
 
     def __len__(self) -> int:
         return len(self.loaded)
+
+
+def _special_tokens(path: Path) -> dict[str, str]:
+    """The special tokens a ``tokenizer_config.json`` names (a string, or an added token's ``content``); an
+    absent file, key or unreadable value leaves transformers' tokenizer to say."""
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    tokens = {}
+    for name in ("cls_token", "sep_token", "unk_token"):
+        value = stored.get(name) if isinstance(stored, dict) else None
+        if isinstance(value, dict):
+            value = value.get("content")
+        if isinstance(value, str):
+            tokens[name] = value
+    return tokens
 
 
 def load_model_directory(

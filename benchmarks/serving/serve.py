@@ -6,7 +6,9 @@ in-process ``CorefModel.predict`` calls on the same text in this process (same p
 and threads), ``--rounds`` times. Prints requests/s, the median and 95th-percentile latency of each,
 the server's median over the in-process median, and the host's ``lscpu`` model. Both use the same
 number of threads (``--threads``, also given to the server), so the difference is the server's
-own: HTTP, JSON and the queue.
+own: HTTP, JSON and the queue. Before the rounds: the server's start (from the command to its first
+answer of ``/health``) and its first request's latency, what a user starting a server waits for
+(an earlier version's: ``PYTHONPATH=SRC``, the ``src`` folder of its checkout, runs both sides with it).
 
     python benchmarks/serving/serve.py --model data/06_models/baseline --requests 30 --rounds 3
 """
@@ -64,6 +66,7 @@ def main() -> None:
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "MKL_NUM_THREADS": str(args.threads)}
     command = [sys.executable, "-m", "coref_pipeline", "serve", "--model", args.model, "--port", str(port)]
     command += ["--precision", args.precision, "--device", "cpu"]
+    launched = time.perf_counter()
     server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -71,6 +74,7 @@ def main() -> None:
         while True:
             try:
                 if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    start_s = time.perf_counter() - launched
                     break
             except httpx.TransportError:
                 if server.poll() is not None or time.monotonic() > deadline:
@@ -79,7 +83,10 @@ def main() -> None:
         served, in_process = [], []
         with httpx.Client(timeout=300) as client:
             expected = model.predict(TEXT, doc_key="0").to_dict()
-            assert client.post(f"{url}/predict", json={"text": TEXT}).json() == expected  # warm-up, and the same
+            started = time.perf_counter()
+            first = client.post(f"{url}/predict", json={"text": TEXT})
+            first_request_s = time.perf_counter() - started
+            assert first.json() == expected  # the same record as in-process
             for _ in range(args.rounds):
                 for _ in range(args.requests):
                     started = time.perf_counter()
@@ -99,6 +106,8 @@ def main() -> None:
         "words": words,
         "threads": args.threads,
         "precision": args.precision,
+        "start_s": start_s,
+        "first_request_s": first_request_s,
         "served": latency_summary(served),
         "in_process": latency_summary(in_process),
     }
@@ -106,6 +115,9 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(results, indent=2) + "\n")
     print(f"host {results['host']}; {words} words; {args.threads} threads; precision {args.precision}")
+    print(
+        f"server start (to its first /health answer): {start_s:.2f} s; first request: {1000 * first_request_s:.1f} ms"
+    )
     for name in ("served", "in_process"):
         figures = results[name]
         print(

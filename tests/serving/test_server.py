@@ -222,6 +222,29 @@ def test_the_page_in_a_headless_browser_shows_the_clusters_of_a_pasted_text(serv
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 5000
 
 
+def test_the_server_predicts_a_text_before_it_answers_requests(tmp_path, monkeypatch):
+    """The model predicts one short text on its thread while the server starts, so that what a first prediction
+    loads (the word tokenizer's import, torch's first calls: seconds on a CPU) falls on no request."""
+    import threading
+
+    from coref_pipeline.serving.server import WARM_UP_TEXT, Predictor
+
+    _, model_dir = save_tiny_models(tmp_path)
+    calls = []
+    original = CorefModel.predict_many
+
+    def counted(self, documents, *args, **kwargs):
+        documents = list(documents)
+        calls.append(([document["text"] for document in documents], threading.current_thread().name))
+        return original(self, documents, *args, **kwargs)
+
+    monkeypatch.setattr(CorefModel, "predict_many", counted)
+    predictor = Predictor(lambda: CorefModel.load(model_dir, for_prediction=True), str(model_dir))
+    assert [texts for texts, _ in calls] == [[WARM_UP_TEXT]]
+    assert calls[0][1].startswith("coref-model")  # on the model's own thread
+    assert predictor.health()["status"] == "ok"
+
+
 def test_requests_that_arrive_together_are_read_at_once_each_answered_alone(tmp_path, monkeypatch):
     """While the model's thread is busy, requests wait; then one ``predict_many`` reads all their texts, and each
     request gets its own texts' results, as alone; one whose text the model refuses gets its error, the others not."""

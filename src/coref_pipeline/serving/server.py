@@ -73,8 +73,14 @@ def parse_request(body: bytes, max_chars: int) -> tuple[list[str], str | None, b
     return texts, genre, batch
 
 
+WARM_UP_TEXT = "Ada met Charles in 1833. He showed her his engine."
+
+
 class Predictor:
-    """The model on one thread of its own: loaded there, and every prediction made there.
+    """The model on one thread of its own: loaded there, and every prediction made there, the first before the
+    server listens (``WARM_UP_TEXT``), so that no request waits for what a first prediction loads: the word
+    tokenizer's import and torch's first calls, 1.7 s of a first request that then took 0.02 s
+    (``benchmarks/serving/serve.py``).
 
     One thread: torch's CPU thread pool belongs to the thread that calls it, and a second calling thread brings
     a second pool that competes with the first for the cores (measured: predictions 15-20% slower, in every
@@ -91,6 +97,7 @@ class Predictor:
         self.max_tokens_in_batch = max_tokens_in_batch
         self._waiting: list[tuple[list[str], str | None, Future]] = []
         self._lock = threading.Lock()
+        self._thread.submit(self._predict_together, [([WARM_UP_TEXT], None)]).result()
 
     async def predict(self, texts: list[str], genre: str | None) -> list[dict[str, Any]]:
         """Each text's ``CorefResult.to_dict``, predicted on the model's thread with the requests waiting beside it,

@@ -8,6 +8,7 @@ a figure is timed, and its host named, the same way everywhere.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import re
 import resource
@@ -301,10 +302,19 @@ def throughput(corpus: SegmentedCorpus, steps: int, precision: str) -> dict[str,
     }
 
 
-def coref_pipeline(*args: str) -> float:
-    """Seconds the command took, as a new process."""
+def coref_pipeline(*args: str, source_tree: Path | None = None) -> float:
+    """Seconds the command took, as a new process (``source_tree``: an earlier checkout's ``src`` folder, put first
+    on ``PYTHONPATH``, runs that version's command)."""
+    environment = None
+    if source_tree is not None:
+        environment = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(source_tree), os.environ.get("PYTHONPATH", "")]),
+        }
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "coref_pipeline", *args], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "coref_pipeline", *args], capture_output=True, text=True, env=environment
+    )
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
         sys.exit(f"coref-pipeline {args[0]} failed (exit {done.returncode}): {last}")

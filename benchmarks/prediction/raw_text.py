@@ -24,12 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import time
 
-from benchmarks.common import ROOT, host, write_results
+from benchmarks.common import ROOT, coref_pipeline, host, write_results
 
 WORK = ROOT / "data" / "benchmarks" / "raw_text"
 PROBES = Path(__file__).resolve().parent / "pronoun_probes.jsonl"
@@ -45,21 +42,6 @@ def write_inputs(work: Path) -> dict[str, Path]:
     for index, line in enumerate(PROBES.read_text(encoding="utf-8").splitlines()):
         (folder / f"probe{index:02d}.txt").write_text(json.loads(line)["text"] + "\n", encoding="utf-8")
     return {"one text": one, "60 texts": folder}
-
-
-def predict(source_tree: Path | None, model: Path, source: Path, output: Path) -> float:
-    """Seconds of one whole ``predict`` command, in a new process (``source_tree``: that ``src`` first)."""
-    environment = dict(os.environ)
-    if source_tree is not None:
-        environment["PYTHONPATH"] = os.pathsep.join([str(source_tree), environment.get("PYTHONPATH", "")])
-    command = [sys.executable, "-m", "coref_pipeline", "predict", "--model", str(model), str(source), str(output)]
-    started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, env=environment)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["(no message)"])[-1]
-        sys.exit(f"predict on {source.name} ({source_tree or 'this checkout'}) failed: {last}")
-    return seconds
 
 
 def main() -> None:
@@ -81,7 +63,8 @@ def main() -> None:
             order = list(versions) if round_index % 2 == 0 else list(reversed(versions))
             for version in order:
                 output = args.work_dir / f"{version}.{source.stem}.jsonl"
-                seconds[version].append(predict(versions[version], args.model, source, output))
+                command = ("predict", "--model", str(args.model), str(source), str(output))
+                seconds[version].append(coref_pipeline(*command, source_tree=versions[version]))
         ratios = [previous / this for previous, this in zip(seconds["previous"], seconds["this"], strict=True)]
         outputs = [(args.work_dir / f"{version}.{source.stem}.jsonl").read_bytes() for version in versions]
         same = outputs[0] == outputs[1]

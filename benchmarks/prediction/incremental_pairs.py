@@ -18,7 +18,8 @@ model's own margin, document by document); what the margin changes is how many p
 passes. For each document set (LitBank test and the OntoNotes-shaped documents, as ``throughput.py`` writes them)
 and each ``--margins`` value, one counted pass then ``--rounds`` timed passes (after a warm-up) of
 ``CorefModel.predict_documents`` in this process (``--precision``: as ``predict``'s, ``auto`` by default) print: the pairs of the static pass, the missing-pairs rounds and
-their pairs, the pairs the decisions read (each span's options), the seconds of a pass (the median) and whether the
+their pairs, the pairs the decisions read (each span's options), the spans whose options the decisions weighed
+(at inference a span with no static column above its coarse floor starts an entity without), the seconds of a pass (the median) and whether the
 clusters are the model's own. With ``--baseline``: the baseline's fine-scored pairs on the same documents (its
 ``PairScorer.scores`` calls), the figure the incremental model's are read against. Figures go to stdout and to
 ``WORK_DIR/results.json``.
@@ -53,12 +54,13 @@ WORK = RESULTS / "incremental_pairs"
 MODEL = ROOT / "data" / "06_models" / "incremental"
 BASELINE = ROOT / "data" / "06_models" / "baseline"
 OWN = "  (the model's own)"
+COUNTED = ("static_pairs", "missing_rounds", "missing_pairs", "read_pairs", "spans", "spans_weighed")
 
 
 @contextlib.contextmanager
 def counted_pairs(counts: collections.Counter) -> Iterator[None]:
-    """Count, while open, the static pass's pairs, the missing-pairs rounds and their pairs, and the options the
-    decisions read, into ``counts``."""
+    """Count, while open, the static pass's pairs and spans, the missing-pairs rounds and their pairs, the spans
+    whose options the decisions weighed and the options they read, into ``counts``."""
 
     def sized(key: str, method):
         @functools.wraps(method)
@@ -68,6 +70,8 @@ def counted_pairs(counts: collections.Counter) -> Iterator[None]:
             counts[key] += self.size - before
             if key == "missing_pairs":
                 counts["missing_rounds"] += 1
+            else:  # the static pass: the segment's read spans (its second argument)
+                counts["spans"] += len(args[1])
             return result
 
         return wrapper
@@ -77,6 +81,7 @@ def counted_pairs(counts: collections.Counter) -> Iterator[None]:
         def wrapper(*args, **kwargs):
             rows, entities, required = options_of(*args, **kwargs)
             counts["read_pairs"] += len(rows)
+            counts["spans_weighed"] += 1
             return rows, entities, required
 
         return wrapper
@@ -158,7 +163,8 @@ def main() -> None:
     del baseline
     print(
         f"{'set':17} {'margin':>6} {'static pairs':>12} {'missing rounds':>14} {'missing pairs':>13} "
-        f"{'scored':>8} {'read':>8} {'read/scored':>11} {'scored/baseline':>15} {'pass s':>7} same clusters"
+        f"{'scored':>8} {'read':>8} {'read/scored':>11} {'scored/baseline':>15} {'spans weighed':>16} {'pass s':>7} "
+        "same clusters"
     )
     rows = []
     own = scoring.INFERENCE_PREFILTER_MARGIN
@@ -176,7 +182,7 @@ def main() -> None:
                 "set": name,
                 "margin": margin,
                 "own_margin": margin == own,
-                **{key: counts[key] for key in ("static_pairs", "missing_rounds", "missing_pairs", "read_pairs")},
+                **{key: counts[key] for key in COUNTED},
                 "scored_pairs": scored,
                 "baseline_fine_pairs": baseline_pairs[name],
                 "pass_s": seconds,
@@ -187,6 +193,7 @@ def main() -> None:
                 f"{name:17} {margin:6.2f} {counts['static_pairs']:12d} {counts['missing_rounds']:14d} "
                 f"{counts['missing_pairs']:13d} {scored:8d} {counts['read_pairs']:8d} "
                 f"{counts['read_pairs'] / max(1, scored):11.3f} {scored / max(1, baseline_pairs[name]):15.3f} "
+                f"{counts['spans_weighed']:>6d} of {counts['spans']:>6d} "
                 f"{seconds:7.2f} {'yes' if same else 'NO'}{OWN if margin == own else ''}",
                 flush=True,
             )

@@ -681,6 +681,48 @@ def test_the_coarse_floor_leaves_pairs_out_of_the_fine_ffnn_and_makes_the_same_d
     assert 0 < logs[0.0].pairs < logs[None].pairs
 
 
+@pytest.mark.parametrize("limit", [None, 2])
+@pytest.mark.parametrize("representation", [False, True], ids=["slots", "representations"])
+def test_spans_without_a_column_above_the_floor_start_entities_without_weighing_options(
+    monkeypatch, limit, representation
+):
+    """At inference with a coarse floor, a span whose static columns all score at or below its floor has no option
+    while the segment holds no version: it starts an entity without the options being gathered. The decisions are
+    those that gather every span's options (the shortcut turned off), with entity representations too (versions
+    are options the static pass cannot know)."""
+    document = tiny_tensors(make_document(num_segments=6, seed=6), tiny_config())
+    settings = dict(max_top_entities=limit, min_coarse_score=0.0, recent_mentions=2)
+    settings |= (
+        dict(entity_representation=True, update="learned") if representation else dict(entity_representation=False)
+    )
+    gathered = []
+    options_of = decisions_module.options_of
+
+    def counted(columns, scores, position, targets):
+        gathered.append(position)
+        return options_of(columns, scores, position, targets)
+
+    static_pass = scoring_module.SegmentScores.static_pass
+
+    def without_shortcut(self, *args):  # every span weighs its options, as before the shortcut
+        static_pass(self, *args)
+        self.may_choose = None
+
+    monkeypatch.setattr(decisions_module, "options_of", counted)
+    outputs, calls = {}, {}
+    for shortcut in (True, False):
+        if not shortcut:
+            monkeypatch.setattr(scoring_module.SegmentScores, "static_pass", without_shortcut)
+        gathered.clear()
+        with torch.no_grad():
+            outputs[shortcut] = batching_model(**settings).eval()(document)
+        calls[shortcut] = len(gathered)
+    assert outputs[True].clusters == outputs[False].clusters and len(outputs[True].clusters) >= 2
+    assert outputs[True].memory.mentions == outputs[False].memory.mentions
+    assert outputs[True].kept_spans == outputs[False].kept_spans
+    assert calls[True] < calls[False]  # spans with nothing above the floor skipped the options
+
+
 def test_with_k_at_least_the_number_of_entities_the_decisions_are_identical(monkeypatch):
     document = tiny_tensors(make_document(num_segments=3), tiny_config())
 

@@ -135,9 +135,12 @@ def decide_segment(
     # Without overlapping_antecedents: the largest end of each entity's mentions in this segment (a span overlaps
     # no mention of an earlier segment), so that a span joins no entity with a mention overlapping it.
     reach: dict[int, int] | None = None if config.overlapping_antecedents else {}
+    may_choose = scores.may_choose  # [n] at inference with a coarse floor (most spans have no option there)
     for position, span in enumerate(spans):
         mention_score = scores.mention_scores[position]
-        if not memory.active:
+        if not memory.active or (may_choose is not None and not may_choose[position] and not table.versions):
+            # No option: the new entity wins. Inference with a floor: no static column above it, and no version
+            # yet (a version's coarse score is known only once an update makes it).
             if model.may_start_entity(float(mention_score)):
                 entity_id = memory.add(span, table.span_row(position))
                 if reach is not None:

@@ -181,6 +181,9 @@ class SegmentScores:
             [memory.is_scored(column_id) for column_id in memory.base_ids], dtype=bool
         )  # [B]: the base rows that are ever scored
         self.num_base = num_base
+        # [n] (inference with a coarse floor, from the static pass): whether a span has a static column it may
+        # choose above its floor. A span without one has no option while the segment holds no version.
+        self.may_choose: np.ndarray | None = None
 
     # ------------------------------------------------------------------ passes
     def _record(self, positions: np.ndarray, rows: np.ndarray, scores: torch.Tensor, host: np.ndarray) -> None:
@@ -261,7 +264,12 @@ class SegmentScores:
                 np.put_along_axis(chosen, best, True, axis=1)
                 potential &= chosen
         if self.floors is not None:  # inference: only the pairs above the floor go through the fine FFNN
-            potential &= self.coarse[:, : self.table.num_static] > self.floors[:, None]
+            above = self.coarse[:, : self.table.num_static] > self.floors[:, None]  # [n, B + n]
+            potential &= above
+            # Every option a span can have is a static column it may choose (``potential``) above its floor, or a
+            # version: with K the best of them by coarse score are among those just scored, so a span whose static
+            # columns all fall below its floor has none.
+            self.may_choose = (self.potential() & above).any(axis=1)
         self.score_static(*np.nonzero(potential))
 
     def scored_per_span(self, gold: GoldAntecedents | None) -> int:

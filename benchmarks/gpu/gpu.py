@@ -1,14 +1,16 @@
 """The published base preset on a GPU: training steps of ``spanbert_base`` in fp32 and bf16-mixed, a run, ``predict``.
 
 Run: python benchmarks/gpu/gpu.py [--steps 30] [--encoder-files DIR] [--work-dir DIR] [--device cuda]
+         [--encoder-shape bert-base|minilm]
 
 Made to be run once on a machine with a GPU and no network, in a few minutes:
 
 1. Encoders. ``spanbert_base``'s encoder is BERT-base shaped (768 hidden, 12 layers, 12 heads, 3072
    intermediate); without a network its weights cannot be had, so the program builds that shape with
    random weights (seeded) and the packaged MiniLM's tokenizer, and the MiniLM's own shape (6 layers, 384)
-   for the peer configuration. A step's time depends on the shapes, not on the weights' values; the
-   vocabulary (30,522 here, 28,996 SpanBERT's) changes only the embedding's size. ``--encoder-files``
+   for the peer configuration. ``--encoder-shape minilm`` gives ``spanbert_base`` the MiniLM's shape too: the
+   shape of the main job's models, whose runs' prediction ``benchmarks/prediction/batched.py`` can then time.
+   A step's time depends on the shapes, not on the weights' values; the vocabulary (30,522 here, 28,996 SpanBERT's) changes only the embedding's size. ``--encoder-files``
    names a folder holding the MiniLM's ``config.json`` and tokenizer files (default: the packaged MiniLM).
 2. LitBank fold 0 (../shared/corpora/litbank) segmented at 384 with that tokenizer.
 3. Training steps, one document each, the first three left out (they warm up): ``spanbert_base`` in fp32
@@ -72,6 +74,8 @@ from coref_pipeline.training.incremental import incremental_settings, train_incr
 WORK = ROOT / "data" / "benchmarks" / "gpu"
 TOKENIZER_FILES = ("special_tokens_map.json", "tokenizer.json", "tokenizer_config.json", "vocab.txt")
 BERT_BASE_SHAPE = {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12, "intermediate_size": 3072}
+# --encoder-shape: the spanbert_base preset's encoder at its own shape, or at the MiniLM's (the main job's models)
+ENCODER_SHAPES = {"bert-base": BERT_BASE_SHAPE, "minilm": {}}
 
 
 def shaped_encoder(files: Path, out: Path, shape: dict[str, int]) -> Path:
@@ -165,6 +169,12 @@ def main() -> None:
     parser.add_argument("--run-steps", type=int, default=60, help="steps of the train_baseline run before predict")
     parser.add_argument("--encoder-files", type=Path, help="the MiniLM's config.json and tokenizer files")
     parser.add_argument("--work-dir", type=Path, default=WORK)
+    parser.add_argument(
+        "--encoder-shape",
+        choices=sorted(ENCODER_SHAPES),
+        default="bert-base",
+        help="the spanbert_base rows' and runs' encoder: BERT-base's shape (the preset's) or the MiniLM's (the main job's)",
+    )
     parser.add_argument("--device", default="cuda", help="cuda (cpu only to try the program)")
     parser.add_argument(
         "--no-curves",
@@ -189,7 +199,9 @@ def main() -> None:
         args.encoder_files = Path(embedded_minilm_path())
     work = args.work_dir
     minilm = shaped_encoder(args.encoder_files, work / "encoders" / "minilm_shaped", {})
-    base = shaped_encoder(args.encoder_files, work / "encoders" / "spanbert_base_shaped", BERT_BASE_SHAPE)
+    base = shaped_encoder(
+        args.encoder_files, work / "encoders" / "spanbert_base_shaped", ENCODER_SHAPES[args.encoder_shape]
+    )
     corpus = segmented_litbank(str(minilm), 384)
     device_name = torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu"
     results: dict = {
@@ -198,8 +210,11 @@ def main() -> None:
         "gpus": torch.cuda.device_count(),
         "torch": torch.__version__,
         "encoders": "random weights of the named shapes (no network): steps' times, not scores",
+        "encoder_shape": args.encoder_shape,
     }
-    print(f"host {results['host']}; device {device_name}; torch {torch.__version__}")
+    print(
+        f"host {results['host']}; device {device_name}; torch {torch.__version__}; encoder shape {args.encoder_shape}"
+    )
 
     rows = {
         "peer configuration, fp32": ("cpu_minilm", {**PEER_CONFIGURATION, "encoder": str(minilm), "precision": "32"}),

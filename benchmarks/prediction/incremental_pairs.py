@@ -19,8 +19,8 @@ passes. For each document set (LitBank test and the OntoNotes-shaped documents, 
 and each ``--margins`` value, one counted pass then ``--rounds`` timed passes (after a warm-up) of
 ``CorefModel.predict_documents`` in this process (``--precision``: as ``predict``'s, ``auto`` by default) print: the pairs of the static pass, the missing-pairs rounds and
 their pairs, the pairs the decisions read (each span's options), the spans whose options the decisions weighed
-(at inference a span with no static column above its coarse floor starts an entity without), the seconds of a pass (the median) and whether the
-clusters are the model's own. With ``--baseline``: the baseline's fine-scored pairs on the same documents (its
+(at inference a span with no static column above its coarse floor starts an entity without), the seconds of a
+pass (the median) and whether the clusters are the model's own. With ``--baseline``: the baseline's fine-scored pairs on the same documents (its
 ``PairScorer.scores`` calls), the figure the incremental model's are read against. Figures go to stdout and to
 ``WORK_DIR/results.json``.
 """
@@ -70,8 +70,8 @@ def counted_pairs(counts: collections.Counter) -> Iterator[None]:
             counts[key] += self.size - before
             if key == "missing_pairs":
                 counts["missing_rounds"] += 1
-            else:  # the static pass: the segment's read spans (its second argument)
-                counts["spans"] += len(args[1])
+            else:  # the static pass: the segment's read spans
+                counts["spans"] += len(self.located_host)
             return result
 
         return wrapper

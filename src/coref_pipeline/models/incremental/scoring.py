@@ -249,27 +249,28 @@ class SegmentScores:
         n = len(spans)
         if not n:
             return
-        potential = self.potential()  # [n, B + n]
+        possible = self.potential()  # [n, B + n]
+        potential = possible  # narrowed below to the pairs scored
         if self.limit is not None:
             scored = self.scored_per_span(gold)
             if scored < self.table.num_static:
                 # Each span's gold columns (training: the decisions require them, however many), in training every
                 # earlier span too (a span that joins a gold entity in the segment becomes one of its gold columns;
                 # negative sampling keeps the spans few), and its best K + margin others by coarse score.
-                chosen = self.gold_mask(memory, spans, gold, 0) & potential  # [n, B + n]
+                chosen = self.gold_mask(memory, spans, gold, 0) & possible  # [n, B + n]
                 if gold is not None:
                     chosen[:, self.num_base :] |= np.tri(n, n, -1, dtype=bool)
-                ranking = np.where(potential & ~chosen, self.coarse[:, : self.table.num_static], -np.inf)
+                ranking = np.where(possible & ~chosen, self.coarse[:, : self.table.num_static], -np.inf)
                 best = np.argpartition(-ranking, scored - 1, axis=1)[:, :scored]  # [n, K + margin]
                 np.put_along_axis(chosen, best, True, axis=1)
-                potential &= chosen
+                potential = possible & chosen
         if self.floors is not None:  # inference: only the pairs above the floor go through the fine FFNN
             above = self.coarse[:, : self.table.num_static] > self.floors[:, None]  # [n, B + n]
-            potential &= above
-            # Every option a span can have is a static column it may choose (``potential``) above its floor, or a
+            potential = potential & above
+            # Every option a span can have is a static column it may choose (``possible``) above its floor, or a
             # version: with K the best of them by coarse score are among those just scored, so a span whose static
             # columns all fall below its floor has none.
-            self.may_choose = (self.potential() & above).any(axis=1)
+            self.may_choose = (possible & above).any(axis=1)
         self.score_static(*np.nonzero(potential))
 
     def scored_per_span(self, gold: GoldAntecedents | None) -> int:

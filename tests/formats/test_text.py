@@ -88,3 +88,76 @@ def test_a_bad_word_names_its_position(bad):
         join_words([["a"], ["b", "c", bad]], "doc")
     with pytest.raises(TypeError, match="sentence 0 is a str"):
         join_words(["not a list"])
+
+
+# What a fresh process sees after split_text: which NLTK, scipy and scikit-learn modules stay imported, the words
+# of MESSY, and then the words of the whole package's tokenizer (``import nltk``) and its scikit-learn classifier.
+_FRESH_PROCESS = """
+import json, sys
+from coref_pipeline.formats.text import split_text
+TEXT = sys.stdin.read()
+ours = split_text(TEXT)
+loaded = sorted(name for name in sys.modules if name.split(".")[0] in ("nltk", "scipy", "sklearn"))
+import nltk
+from nltk.classify import SklearnClassifier
+from nltk.tokenize import NLTKWordTokenizer
+from sklearn.linear_model import LogisticRegression
+from coref_pipeline.formats.text import _SAME_LENGTH_FOR_TOOLS, sentence_spans
+tools = TEXT.translate(_SAME_LENGTH_FOR_TOOLS)
+package = [(s + a, s + b) for s, e in sentence_spans(TEXT) for a, b in NLTKWordTokenizer().span_tokenize(tools[s:e])]
+classifier = SklearnClassifier(LogisticRegression()).train([({"a": 1}, "x"), ({"a": 0}, "y")])
+print(json.dumps({"loaded": loaded, "ours": ours.word_spans, "package": package, "label": classifier.classify({"a": 1})}))
+"""
+
+
+def test_split_text_loads_nltks_tokenizer_without_the_package_and_leaves_nltk_importable_whole():
+    import json
+    import subprocess
+    import sys
+
+    text = MESSY * 3 + "I can't say they'd've known. \"Quoted,\" he said -- twice... (Yes!) $5.00 at 3:45pm."
+    result = subprocess.run(
+        [sys.executable, "-c", _FRESH_PROCESS], input=text, capture_output=True, text=True, check=True
+    )
+    seen = json.loads(result.stdout)
+    assert seen["loaded"] == []  # no NLTK module left behind, and neither scipy nor scikit-learn imported
+    assert seen["ours"] == seen["package"]  # the same words as the package's own tokenizer
+    assert len(seen["ours"]) > 100
+    assert seen["label"] == "x"  # the package imported afterwards is whole
+
+
+def test_split_text_uses_nltk_as_imported_when_the_process_has_it(monkeypatch):
+    import nltk.tokenize
+
+    text_module._word_tokenizer.cache_clear()
+    monkeypatch.setattr(
+        text_module, "_import_under_placeholders", lambda *args: pytest.fail("placeholders with NLTK imported")
+    )
+    try:
+        assert type(text_module._word_tokenizer()) is nltk.tokenize.NLTKWordTokenizer
+    finally:
+        text_module._word_tokenizer.cache_clear()
+
+
+def test_split_text_falls_back_to_the_usual_import_when_the_placeholders_fail(monkeypatch):
+    import sys
+
+    def failing(module, packages):
+        raise ImportError("another layout")
+
+    def nltk_modules() -> dict:
+        return {name: module for name, module in sys.modules.items() if name.split(".")[0] == "nltk"}
+
+    imported = nltk_modules()
+    text_module._word_tokenizer.cache_clear()
+    monkeypatch.setattr(text_module, "_import_under_placeholders", failing)
+    for name in imported:
+        del sys.modules[name]
+    try:
+        assert split_text("She didn't.").words == ("She", "did", "n't", ".")
+        assert "nltk.tokenize" in nltk_modules()  # the usual import ran
+    finally:
+        text_module._word_tokenizer.cache_clear()
+        for name in nltk_modules():
+            del sys.modules[name]
+        sys.modules.update(imported)

@@ -71,9 +71,61 @@ def _sentence_segmenter():
 
 @lru_cache(maxsize=1)
 def _word_tokenizer():
+    return _nltk_word_tokenizer_class()()
+
+
+# NLTK's word tokenizer and the package modules it imports. ``import nltk`` runs the package's ``__init__``, which
+# imports most of NLTK and, through it, scipy.stats and scikit-learn: 1.9 s of a 3 s ``coref-pipeline predict`` on
+# one short text; the tokenizer's own modules import none of that (0.1 s).
+_NLTK_TOKENIZER_MODULE = "nltk.tokenize.destructive"
+_NLTK_PACKAGES = ("nltk", "nltk.tokenize")
+
+
+def _nltk_word_tokenizer_class() -> type:
+    """``NLTKWordTokenizer``, its module run as NLTK ships it. Where the process has not imported NLTK, its two
+    packages stand in as empty placeholders (their ``__init__`` not run) while the tokenizer's module is imported,
+    and every NLTK module is then removed from ``sys.modules`` again: the process's modules are as they were, and a
+    later ``import nltk`` imports the whole package as usual. Where NLTK is imported already, or the placeholders
+    fail (another NLTK layout), the usual import."""
+    import sys
+
+    if not any(name == "nltk" or name.startswith("nltk.") for name in sys.modules):
+        try:
+            return _import_under_placeholders(_NLTK_TOKENIZER_MODULE, _NLTK_PACKAGES).NLTKWordTokenizer
+        except Exception:  # another layout of NLTK: the usual import below, which reports its own errors
+            pass
     from nltk.tokenize import NLTKWordTokenizer
 
-    return NLTKWordTokenizer()
+    return NLTKWordTokenizer
+
+
+def _import_under_placeholders(module: str, packages: Sequence[str]):
+    """``module`` imported with ``packages`` (outermost first) as placeholders whose ``__init__`` is not run; every
+    module under the outermost package is removed from ``sys.modules`` afterwards, whether or not it imported."""
+    import importlib
+    import importlib.machinery
+    import importlib.util
+    import os
+    import sys
+    import types
+
+    root = packages[0]
+    spec = importlib.util.find_spec(root)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"no package {root}")
+    directory = list(spec.submodule_search_locations)[0]
+    try:
+        for package in packages:
+            placeholder_spec = importlib.machinery.ModuleSpec(package, None, is_package=True)
+            placeholder_spec.submodule_search_locations = [os.path.join(directory, *package.split(".")[1:])]
+            placeholder = types.ModuleType(package)
+            placeholder.__spec__ = placeholder_spec
+            placeholder.__path__ = placeholder_spec.submodule_search_locations
+            sys.modules[package] = placeholder
+        return importlib.import_module(module)
+    finally:
+        for name in [name for name in sys.modules if name == root or name.startswith(root + ".")]:
+            del sys.modules[name]
 
 
 def split_text(text: str) -> SplitText:

@@ -5,7 +5,8 @@ returns a :class:`~coref_pipeline.serving.results.CorefResult`: the words, the s
 clusters as word spans, character spans into the given text and mention strings.
 ``predict(texts=[...])`` and ``predict_many`` predict many documents at once, and ``predict_documents`` runs on
 Joshi-format jsonlines (subtoken spans), as the pipelines do: documents grouped by length, the segments of a group
-read by the encoder together (``serving.batching``), the same clusters as one at a time.
+read by the encoder together (``serving.batching``): in fp32 the same clusters as one at a time; in bf16 a
+segment padded to another width rounds otherwise, and a few documents' clusters differ (docs/api.md).
 """
 
 from __future__ import annotations
@@ -360,8 +361,8 @@ class CorefModel:
         ``segment_length``: the documents' segment length when it is not the model's (a ``SegmentLength`` label:
         512, "5sent"; see ``corpus_documents``). ``max_tokens_in_batch``: the subtokens of one encoder pass over
         the segments of several documents (``serving.batching``; documents are read ahead from an iterator a few
-        budgets at a time); 0 reads one document at a time; None, the device's default (``batch_tokens``). The
-        clusters are the same either way.
+        budgets at a time); 0 reads one document at a time; None, the device's default (``batch_tokens``). In fp32
+        the clusters are the same either way, in bf16 not always (the module's docstring).
         """
         max_tokens_in_batch = self.batch_tokens(max_tokens_in_batch)
         max_segment_len = self.readable_segment_len(segment_length)
@@ -471,7 +472,8 @@ class CorefModel:
         """``predict`` on many documents, yielded in their order as they are done, with a progress bar: documents
         read a few budgets ahead, grouped by length, and the segments of a group read by the encoder together
         (``max_tokens_in_batch`` subtokens a pass; 0: one document at a time; None: the device's default,
-        ``batch_tokens``). The clusters are the same either way.
+        ``batch_tokens``). In fp32 the clusters are the same either way, in bf16 not always (the module's
+        docstring).
 
         An item is what ``predict`` takes, or a record ``{"text": ...}`` or
         ``{"sentences": [[...]]}`` (or ``{"words": [...]}``) with optional ``speakers``,

@@ -161,3 +161,36 @@ def test_split_text_falls_back_to_the_usual_import_when_the_placeholders_fail(mo
         for name in nltk_modules():
             del sys.modules[name]
         sys.modules.update(imported)
+
+
+# Rounds of threads splitting their first text at once in one process, NLTK removed from sys.modules before each.
+_THREADS_AT_ONCE = """
+import sys, threading
+from coref_pipeline.formats import text
+failures, words = [], set()
+for round in range(20):
+    text._word_tokenizer.cache_clear()
+    for name in [name for name in sys.modules if name.split(".")[0] == "nltk"]:
+        del sys.modules[name]
+    barrier = threading.Barrier(8)
+    def split():
+        barrier.wait()
+        try:
+            words.add(text.split_text("She didn't come. He said so.").words)
+        except Exception as error:
+            failures.append(repr(error))
+    threads = [threading.Thread(target=split) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+print(failures[:1], sorted(words))
+"""
+
+
+def test_threads_splitting_their_first_texts_at_once_all_get_the_words():
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", _THREADS_AT_ONCE], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[] [('She', 'did', \"n't\", 'come', '.', 'He', 'said', 'so', '.')]"

@@ -19,6 +19,7 @@ is the word, whatever spaces, tabs, newlines or Unicode punctuation surround it.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -69,9 +70,13 @@ def _sentence_segmenter():
     return pysbd.Segmenter(language="en", clean=False)
 
 
+_WORD_TOKENIZER_LOCK = threading.Lock()
+
+
 @lru_cache(maxsize=1)
 def _word_tokenizer():
-    return _nltk_word_tokenizer_class()()
+    with _WORD_TOKENIZER_LOCK:  # threads splitting their first texts at once: the placeholders one at a time
+        return _nltk_word_tokenizer_class()()
 
 
 # NLTK's word tokenizer and the package modules it imports. ``import nltk`` runs the package's ``__init__``, which
@@ -86,7 +91,8 @@ def _nltk_word_tokenizer_class() -> type:
     packages stand in as empty placeholders (their ``__init__`` not run) while the tokenizer's module is imported,
     and every NLTK module is then removed from ``sys.modules`` again: the process's modules are as they were, and a
     later ``import nltk`` imports the whole package as usual. Where NLTK is imported already, or the placeholders
-    fail (another NLTK layout), the usual import."""
+    fail (another NLTK layout), the usual import. The placeholders stand for about 0.1 s, once a process: a thread
+    of the caller's own importing NLTK for the first time in that instant would get them."""
     import sys
 
     if not any(name == "nltk" or name.startswith("nltk.") for name in sys.modules):

@@ -194,3 +194,47 @@ def test_threads_splitting_their_first_texts_at_once_all_get_the_words():
 
     result = subprocess.run([sys.executable, "-c", _THREADS_AT_ONCE], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[] [('She', 'did', \"n't\", 'come', '.', 'He', 'said', 'so', '.')]"
+
+
+# Rounds of the tokenizer's first load while another thread adds and removes modules (as threads importing do),
+# the interpreter switching threads as often as it can; then whether the usual import of NLTK (and with it scipy)
+# was ever needed.
+_WHILE_A_THREAD_IMPORTS = """
+import sys, threading, types
+sys.setswitchinterval(1e-6)
+from coref_pipeline.formats import text
+stop = False
+def churn():
+    count = 0
+    while not stop:
+        name = f"_churn_{count % 50}"
+        if name in sys.modules:
+            del sys.modules[name]
+        else:
+            sys.modules[name] = types.ModuleType(name)
+        count += 1
+thread = threading.Thread(target=churn)
+thread.start()
+failures = []
+try:
+    for round in range(30):
+        text._word_tokenizer.cache_clear()
+        for name in [name for name in list(sys.modules) if name.split(".")[0] == "nltk"]:
+            del sys.modules[name]
+        try:
+            text.split_text("She didn't.")
+        except Exception as error:
+            failures.append(repr(error))
+finally:
+    stop = True
+    thread.join()
+print(failures[:1], "scipy" in sys.modules)
+"""
+
+
+def test_the_tokenizers_first_load_holds_while_another_thread_imports():
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", _WHILE_A_THREAD_IMPORTS], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[] False"  # no error, and never the usual import as a fallback

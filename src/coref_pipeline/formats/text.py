@@ -95,7 +95,8 @@ def _nltk_word_tokenizer_class() -> type:
     of the caller's own importing NLTK for the first time in that instant would get them."""
     import sys
 
-    if not any(name == "nltk" or name.startswith("nltk.") for name in sys.modules):
+    # sys.modules read through a copy: a dict that another thread's import changes fails a loop over it
+    if not any(name == "nltk" or name.startswith("nltk.") for name in list(sys.modules)):
         try:
             return _import_under_placeholders(_NLTK_TOKENIZER_MODULE, _NLTK_PACKAGES).NLTKWordTokenizer
         except Exception:  # another layout of NLTK: the usual import below, which reports its own errors
@@ -130,7 +131,7 @@ def _import_under_placeholders(module: str, packages: Sequence[str]):
             sys.modules[package] = placeholder
         return importlib.import_module(module)
     finally:
-        for name in [name for name in sys.modules if name == root or name.startswith(root + ".")]:
+        for name in [name for name in list(sys.modules) if name == root or name.startswith(root + ".")]:
             del sys.modules[name]
 
 

@@ -11,7 +11,8 @@ Made to be run once on a machine with a GPU and no network, in a few minutes:
    for the peer configuration. ``--encoder-shape minilm`` gives ``spanbert_base`` the MiniLM's shape too: the
    shape of the main job's models, whose runs' prediction ``benchmarks/prediction/batched.py`` can then time.
    A step's time depends on the shapes, not on the weights' values; the vocabulary (30,522 here, 28,996
-   SpanBERT's) changes only the embedding's size. ``--encoder-files`` names a folder holding the MiniLM's ``config.json`` and tokenizer files (default: the packaged MiniLM).
+   SpanBERT's) changes only the embedding's size. ``--encoder-files`` names a folder holding the MiniLM's
+   ``config.json`` and tokenizer files (default: the packaged MiniLM).
 2. LitBank fold 0 (../shared/corpora/litbank) segmented at 384 with that tokenizer.
 3. Training steps, one document each, the first three left out (they warm up): ``spanbert_base`` in fp32
    and in bf16-mixed, and the peer configuration (the MiniLM at the CPU benchmarks' peer settings) in fp32,
@@ -173,7 +174,8 @@ def main() -> None:
         "--encoder-shape",
         choices=sorted(ENCODER_SHAPES),
         default="bert-base",
-        help="the spanbert_base rows' and runs' encoder: BERT-base's shape (the preset's) or the MiniLM's (the main job's)",
+        help="the spanbert_base rows' and runs' encoder: BERT-base's shape (the preset's) or the MiniLM's "
+        "(the main job's)",
     )
     parser.add_argument("--device", default="cuda", help="cuda (cpu only to try the program)")
     parser.add_argument(

@@ -17,12 +17,12 @@ Whatever the margin, every decision reads the same scores, so the clusters are t
 model's own margin, document by document); what the margin changes is how many pairs are scored and in how many
 passes. For each document set (LitBank test and the OntoNotes-shaped documents, as ``throughput.py`` writes them)
 and each ``--margins`` value, one counted pass then ``--rounds`` timed passes (after a warm-up) of
-``CorefModel.predict_documents`` in this process (``--precision``: as ``predict``'s, ``auto`` by default) print: the pairs of the static pass, the missing-pairs rounds and
-their pairs, the pairs the decisions read (each span's options), the spans whose options the decisions weighed
-(at inference a span with no static column above its coarse floor starts an entity without), the seconds of a
-pass (the median) and whether the clusters are the model's own. With ``--baseline``: the baseline's fine-scored pairs on the same documents (its
-``PairScorer.scores`` calls), the figure the incremental model's are read against. Figures go to stdout and to
-``WORK_DIR/results.json``.
+``CorefModel.predict_documents`` in this process (``--precision``: as ``predict``'s, ``auto`` by default) print: the
+pairs of the static pass, the missing-pairs rounds and their pairs, the pairs the decisions read (each span's
+options), the spans whose options the decisions weighed (at inference a span with no static column above its coarse
+floor starts an entity without), the seconds of a pass (the median) and whether the clusters are the model's own.
+With ``--baseline``: the baseline's fine-scored pairs on the same documents (its ``PairScorer.scores`` calls), the
+figure the incremental model's are read against. Figures go to stdout and to ``WORK_DIR/results.json``.
 """
 
 from __future__ import annotations

@@ -104,7 +104,8 @@ from nltk.tokenize import NLTKWordTokenizer
 from sklearn.linear_model import LogisticRegression
 from coref_pipeline.formats.text import _SAME_LENGTH_FOR_TOOLS, sentence_spans
 tools = TEXT.translate(_SAME_LENGTH_FOR_TOOLS)
-package = [(s + a, s + b) for s, e in sentence_spans(TEXT) for a, b in NLTKWordTokenizer().span_tokenize(tools[s:e])]
+tokenizer = NLTKWordTokenizer()
+package = [(s + a, s + b) for s, e in sentence_spans(TEXT) for a, b in tokenizer.span_tokenize(tools[s:e])]
 classifier = SklearnClassifier(LogisticRegression()).train([({"a": 1}, "x"), ({"a": 0}, "y")])
 print(json.dumps({"loaded": loaded, "ours": ours.word_spans, "package": package, "label": classifier.classify({"a": 1})}))
 """

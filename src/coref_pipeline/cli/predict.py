@@ -21,7 +21,8 @@ DESCRIPTION = (
     "(subtoken spans). Joshi-format input must have been segmented with the model's tokenizer: "
     "checked against the record minimize and segment write beside it (NAME.segmentation.json), "
     "else against the model's vocabulary. Many documents are predicted at once: grouped by length, the segments "
-    "of a group read by the encoder together (--batch-tokens): in fp32 the clusters of one at a time, in bf16 not always (docs/api.md)."
+    "of a group read by the encoder together (--batch-tokens): in fp32 the clusters of one at a time, in bf16 "
+    "not always (docs/api.md)."
 )
 
 
@@ -62,8 +63,8 @@ DESCRIPTION = (
     type=click.IntRange(min=0),
     default=None,
     help="subtokens the encoder reads in one pass over the segments of several documents; 0 reads one document "
-    "at a time (in fp32 the same clusters either way; default: 8192 on a GPU, 0 on a CPU, where it measured no faster: "
-    "docs/benchmarks.md)",
+    "at a time (in fp32 the same clusters either way; default: 8192 on a GPU, 0 on a CPU, where it measured no "
+    "faster: docs/benchmarks.md)",
 )
 @click.option(
     "--device",

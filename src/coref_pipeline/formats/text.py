@@ -93,10 +93,7 @@ def _nltk_word_tokenizer_class() -> type:
     later ``import nltk`` imports the whole package as usual. Where NLTK is imported already, or the placeholders
     fail (another NLTK layout), the usual import. The placeholders stand for about 0.1 s, once a process: a thread
     of the caller's own importing NLTK for the first time in that instant would get them."""
-    import sys
-
-    # sys.modules read through a copy: a dict that another thread's import changes fails a loop over it
-    if not any(name == "nltk" or name.startswith("nltk.") for name in list(sys.modules)):
+    if not _modules_under(_NLTK_PACKAGES[0]):
         try:
             return _import_under_placeholders(_NLTK_TOKENIZER_MODULE, _NLTK_PACKAGES).NLTKWordTokenizer
         except Exception:  # another layout of NLTK: the usual import below, which reports its own errors
@@ -131,8 +128,16 @@ def _import_under_placeholders(module: str, packages: Sequence[str]):
             sys.modules[package] = placeholder
         return importlib.import_module(module)
     finally:
-        for name in [name for name in list(sys.modules) if name == root or name.startswith(root + ".")]:
+        for name in _modules_under(root):
             del sys.modules[name]
+
+
+def _modules_under(package: str) -> list[str]:
+    """The names in ``sys.modules`` of ``package`` and its submodules, read through a copy: a loop over the dict
+    itself fails when another thread's import changes it."""
+    import sys
+
+    return [name for name in list(sys.modules) if name == package or name.startswith(package + ".")]
 
 
 def split_text(text: str) -> SplitText:

@@ -14,9 +14,10 @@ a mention in only one side (twinless) simply shares nothing.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, reduce
 from itertools import chain, repeat
 
 import numpy as np
@@ -25,6 +26,12 @@ logger = logging.getLogger(__name__)
 
 Span = tuple[int, int]
 Cluster = Sequence[Span]
+
+
+def sum_in_order(values: Iterable[float]) -> float:
+    """``values`` added left to right: the same bits on every Python. ``sum()`` of floats compensates its rounding
+    since Python 3.12, so that a mean of the same floats could differ in its last bit between 3.11 and 3.13."""
+    return reduce(operator.add, values, 0.0)
 
 
 def _ratio(numerator: float, denominator: float) -> float:

@@ -36,6 +36,7 @@ from coref_pipeline.evaluation.metrics import (
     Span,
     cluster_overlap,
     mention_identification,
+    sum_in_order,
 )
 from coref_pipeline.formats.conll import SCORER_READING, parse_coref_column, parse_header, paused_gc, read_conll
 from coref_pipeline.formats.conllu import is_conllu
@@ -52,7 +53,7 @@ def conll_f1(metrics: Mapping[str, MetricCounts]) -> float | None:
     """Mean of the MUC, B³ and CEAF-e F1; ``None`` unless all three were computed."""
     if not all(name in metrics for name in CONLL_METRICS):
         return None
-    return sum(metrics[name].f1 for name in CONLL_METRICS) / len(CONLL_METRICS)
+    return sum_in_order(metrics[name].f1 for name in CONLL_METRICS) / len(CONLL_METRICS)
 
 
 @dataclass(frozen=True)

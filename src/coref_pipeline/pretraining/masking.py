@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from coref_pipeline.config_base import Config
+from coref_pipeline.evaluation.metrics import sum_in_order
 
 MASKINGS = ("span", "whole_word", "subword")
 IGNORE_INDEX = -100  # a label that is not predicted (torch's cross_entropy default)
@@ -34,7 +35,7 @@ IGNORE_INDEX = -100  # a label that is not predicted (torch's cross_entropy defa
 def span_length_distribution(p: float, max_words: int) -> list[float]:
     """P(length = 1..max_words) of Geo(p) truncated at ``max_words`` and renormalised (SpanBERT's)."""
     weights = [p * (1 - p) ** (length - 1) for length in range(1, max_words + 1)]
-    total = sum(weights)
+    total = sum_in_order(weights)
     return [weight / total for weight in weights]
 
 

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 from torch.nn import functional as nn_functional
 
+from coref_pipeline.evaluation.metrics import sum_in_order
 from coref_pipeline.models.encoder import attention_without_cudnn
 from coref_pipeline.pretraining.data import MaskedBatch
 from coref_pipeline.pretraining.heads import MaskedLMHead, SpanBoundaryHead
@@ -115,11 +116,11 @@ class SpanBertPretrainer(nn.Module):
 def summary(parts: list[dict[str, Any]]) -> dict[str, float]:
     """Held-out metrics over batches' ``losses``: mean losses by batch, masked-token accuracy in percent."""
     count = max(len(parts), 1)
-    correct = sum(float(part["correct"]) for part in parts)
-    predicted = sum(float(part["predicted"]) for part in parts)
+    correct = sum_in_order(float(part["correct"]) for part in parts)
+    predicted = sum_in_order(float(part["predicted"]) for part in parts)
     return {
-        "loss": sum(float(part["loss"]) for part in parts) / count,
-        "mlm_loss": sum(float(part["mlm_loss"]) for part in parts) / count,
-        "sbo_loss": sum(float(part["sbo_loss"]) for part in parts) / count,
+        "loss": sum_in_order(float(part["loss"]) for part in parts) / count,
+        "mlm_loss": sum_in_order(float(part["mlm_loss"]) for part in parts) / count,
+        "sbo_loss": sum_in_order(float(part["sbo_loss"]) for part in parts) / count,
         "accuracy": 100 * correct / max(predicted, 1),
     }

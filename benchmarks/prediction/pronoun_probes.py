@@ -5,7 +5,8 @@ Run: python benchmarks/prediction/pronoun_probes.py [--models data/06_models/bas
                                                     [--min-coarse-score=X] [--top-span-ratio R]
 
 Each probe (``pronoun_probes.jsonl``: 60 short texts written for this project, none from a training corpus: the
-first 36 when the main job was first measured, 24 more while its learning rates were chosen) has
+first 36 when the main job was first measured, 24 more while its learning rates were chosen; 20 more held out in
+``pronoun_probes_heldout.jsonl``, written after the main job's settings were chosen: ``--probes`` reads them) has
 an unambiguous pronoun and its antecedent and lists every mention of the text by entity, with at least one other
 entity (a second person, a place, an object) that must stay out of the pair's cluster. Each model predicts each
 text with ``CorefModel.predict`` (its defaults); a probe is **right** when the pair shares a cluster that holds only

@@ -29,6 +29,15 @@ def test_the_projects_probes_read_and_each_has_a_stranger():
     assert all(len(probe.entities) >= 2 for probe in probes)
 
 
+def test_the_held_out_probes_read_each_has_a_stranger_and_none_is_among_the_others():
+    folder = PROJECT_ROOT / "benchmarks" / "prediction"
+    held_out = read_probes(folder / "pronoun_probes_heldout.jsonl")
+    others = {probe.text for probe in read_probes(folder / "pronoun_probes.jsonl")}
+    assert len(held_out) == 20
+    assert all(len(probe.entities) >= 2 for probe in held_out)
+    assert not {probe.text for probe in held_out} & others
+
+
 def test_mentions_are_whole_words_and_at_n_is_the_nth_occurrence():
     text = "He saw the hen. Then he left, and he smiled."
     record = {"text": text, "pronoun": "he@2", "antecedent": "He", "entities": [["He", "he", "he@2"], ["the hen"]]}

@@ -15,6 +15,7 @@ def copy_project(root: Path, with_raw_data: bool = True, corpus: str = "sample")
 
     With ``corpus="sample"`` (the tests' fast corpus) the copy's ``conf/local`` is ``conf/sample``: its runs read the
     sample corpus, as ``kedro run --env=sample`` does here; ``corpus="default"`` keeps the main job's (LitBank).
+    Without the raw data the copy still holds the pronoun probes (``data/01_raw/probes``), as every checkout does.
     """
     import shutil
 
@@ -31,6 +32,8 @@ def copy_project(root: Path, with_raw_data: bool = True, corpus: str = "sample")
     shutil.copytree(PROJECT_ROOT / "src", root / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     if with_raw_data:
         shutil.copytree(PROJECT_ROOT / "data" / "01_raw", root / "data" / "01_raw")
+    else:  # the pronoun probes that evaluate asks (evaluate.probes) come with the project whatever the corpus
+        shutil.copytree(PROJECT_ROOT / "data" / "01_raw" / "probes", root / "data" / "01_raw" / "probes")
     return root
 
 

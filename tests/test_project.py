@@ -91,6 +91,15 @@ def test_train_and_evaluate_with_the_embedded_encoder(project_copy):
         record = json.loads((project_copy / "data" / "06_models" / model / "training.json").read_text())
         assert record["steps"] == steps and record["overrides"]["max_steps"] == steps
         assert f"- {steps} steps (one document each)" in card and f"`max_steps: {steps}`" in card
+    # Each model was asked the pronoun probes of evaluate.probes: each file's counts, by its name.
+    for model in ("baseline", "incremental"):
+        probes = json.loads((reporting / f"probes_{model}.json").read_text())
+        assert {name: counts["probes"] for name, counts in probes.items()} == {
+            "pronoun_probes": 60,
+            "pronoun_probes_heldout": 20,
+        }
+        for counts in probes.values():
+            assert 0 <= counts["right"] <= counts["linked"] <= counts["probes"], counts
     # Training scored dev as evaluate scores it: the same figures in both files.
     for model, training_file in (("baseline", "coref_train"), ("incremental", "incremental_train")):
         during_training = json.loads((reporting / f"{training_file}_dev_metrics.json").read_text())

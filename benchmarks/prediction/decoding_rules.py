@@ -1,7 +1,7 @@
 """Decoding rules: how the baseline's clusters are built from its antecedent scores, and what other rules give.
 
 Run: python benchmarks/prediction/decoding_rules.py [--model data/06_models/baseline] [--margins 1 2 3]
-                                                    [--probes benchmarks/prediction/pronoun_probes.jsonl]
+                                                    [--probes data/01_raw/probes/pronoun_probes.jsonl]
                                                     [--jsonlines data/03_primary/jsonlines] [--out FILE]
 
 The baseline links each kept span to its best-scoring antecedent when that beats the dummy (score 0) and, with
@@ -48,7 +48,7 @@ from coref_pipeline.serving import coref_model
 from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.studies.probes import ProbeError, judge_probe, read_probes, summarize_probes
 
-PROBES = ROOT / "benchmarks" / "prediction" / "pronoun_probes.jsonl"
+PROBES = ROOT / "data" / "01_raw" / "probes" / "pronoun_probes.jsonl"
 MODEL = ROOT / "data" / "06_models" / "baseline"
 JSONLINES = ROOT / "data" / "03_primary" / "jsonlines"
 

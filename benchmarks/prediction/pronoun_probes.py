@@ -1,7 +1,7 @@
 """Pronoun probes: does a model find the obvious pair without merging strangers? Both models, short texts.
 
 Run: python benchmarks/prediction/pronoun_probes.py [--models data/06_models/baseline data/06_models/incremental]
-                                                    [--probes benchmarks/prediction/pronoun_probes.jsonl]
+                                                    [--probes data/01_raw/probes/pronoun_probes.jsonl]
                                                     [--min-coarse-score=X] [--top-span-ratio R]
 
 Each probe (``pronoun_probes.jsonl``: 60 short texts written for this project, none from a training corpus: the
@@ -30,7 +30,7 @@ from benchmarks.common import RESULTS, ROOT, host, write_results
 from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.studies.probes import ProbeError, judge_probe, read_probes, summarize_probes
 
-PROBES = ROOT / "benchmarks" / "prediction" / "pronoun_probes.jsonl"
+PROBES = ROOT / "data" / "01_raw" / "probes" / "pronoun_probes.jsonl"
 MODELS = [ROOT / "data" / "06_models" / "baseline", ROOT / "data" / "06_models" / "incremental"]
 
 

@@ -3,7 +3,7 @@
 Run: python benchmarks/prediction/raw_text.py --previous SRC [--model DIR] [--rounds 5] [--work-dir DIR]
 
 1. Two inputs: the README's one short text (``ada.txt``) and a folder of the 60 pronoun probes' texts
-   (``benchmarks/prediction/pronoun_probes.jsonl``, one ``.txt`` file each), raw text that ``predict`` splits
+   (``data/01_raw/probes/pronoun_probes.jsonl``, one ``.txt`` file each), raw text that ``predict`` splits
    into sentences and words and then into the model's subtokens itself.
 2. For each input, in each of ``--rounds`` rounds: ``coref-pipeline predict --model DIR IN OUT`` with its
    defaults, as a new process, by this checkout and by ``--previous SRC`` (the ``src`` folder of an earlier
@@ -29,7 +29,7 @@ import statistics
 from benchmarks.common import ROOT, coref_pipeline, host, write_results
 
 WORK = ROOT / "data" / "benchmarks" / "raw_text"
-PROBES = Path(__file__).resolve().parent / "pronoun_probes.jsonl"
+PROBES = ROOT / "data" / "01_raw" / "probes" / "pronoun_probes.jsonl"
 README_TEXT = "Ada met Charles in 1833. He showed her his engine."
 
 

@@ -27,6 +27,7 @@ def test_pipeline_has_each_model_and_split_then_the_summary():
     for model in ("baseline", "incremental"):
         expected |= {f"predict_{model}_test", f"evaluate_{model}_dev", f"evaluate_{model}_test"}
         expected |= {f"score_{model}_dev_segment_lengths", f"score_{model}_test_sets", f"write_{model}_model_card"}
+        expected.add(f"score_{model}_probes")
     assert names == expected
     for node in create_pipeline().nodes:
         if node.name == "summarise_test_sets":  # dvc runs evaluate_summary after both evaluate@<model>

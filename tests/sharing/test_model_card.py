@@ -81,6 +81,17 @@ def test_the_model_index_holds_the_metrics_given_exactly():
     assert f"Documents longer than {BaselineConfig().max_inference_subtokens} subtokens are refused" in body
 
 
+def test_the_probes_have_a_section_of_their_own_only_where_given():
+    counts = {"probes": 60, "right": 44, "right_percent": 73.33, "linked": 48, "wrong_merges": 10, "non_mentions": 1}
+    config = BaselineConfig().to_dict()
+    _, body = split_card(model_card("baseline", config, RECORD, {"test": TEST}, probes={"pronoun_probes": counts}))
+    assert "## Pronoun probes" in body
+    assert "| pronoun_probes | 44 of 60 (73.3%) | 48 | 10 | 1 |" in body
+    assert body.index("## Pronoun probes") < body.index("## How it was trained")
+    _, without = split_card(model_card("baseline", config, RECORD, {"test": TEST}))
+    assert "Pronoun probes" not in without
+
+
 def test_a_model_without_scores_or_record_says_so():
     header, body = split_card(
         model_card("incremental", IncrementalConfig().to_dict(), None, origin="Imported from elsewhere.")

@@ -7,7 +7,15 @@ import json
 
 import pytest
 
-from coref_pipeline.studies.probes import ProbeError, judge_probe, parse_probe, read_probes, summarize_probes
+from coref_pipeline.errors import UserError
+from coref_pipeline.studies.probes import (
+    ProbeError,
+    ask_probes,
+    judge_probe,
+    parse_probe,
+    read_probes,
+    summarize_probes,
+)
 from tests.paths import PROJECT_ROOT
 
 ADA = {
@@ -24,13 +32,13 @@ def spans(probe, *words):
 
 
 def test_the_projects_probes_read_and_each_has_a_stranger():
-    probes = read_probes(PROJECT_ROOT / "benchmarks" / "prediction" / "pronoun_probes.jsonl")
+    probes = read_probes(PROJECT_ROOT / "data" / "01_raw" / "probes" / "pronoun_probes.jsonl")
     assert len(probes) >= 30
     assert all(len(probe.entities) >= 2 for probe in probes)
 
 
 def test_the_held_out_probes_read_each_has_a_stranger_and_none_is_among_the_others():
-    folder = PROJECT_ROOT / "benchmarks" / "prediction"
+    folder = PROJECT_ROOT / "data" / "01_raw" / "probes"
     held_out = read_probes(folder / "pronoun_probes_heldout.jsonl")
     others = {probe.text for probe in read_probes(folder / "pronoun_probes.jsonl")}
     assert len(held_out) == 20
@@ -112,3 +120,56 @@ def test_another_name_or_description_of_the_antecedents_entity_links_the_pair_an
     assert judge_probe(probe, [spans(probe, "Jane", "She")]).right
     assert judge_probe(probe, [spans(probe, "his sister Jane", "She")]).right
     assert not judge_probe(probe, [spans(probe, "Oliver", "She")]).linked
+
+
+class _AnswersFor:
+    """A stand-in model: each text's clusters given as the words of each cluster."""
+
+    def __init__(self, clusters_by_text):
+        self.clusters_by_text = clusters_by_text
+
+    def predict(self, text):
+        from types import SimpleNamespace
+
+        clusters = [[(text.index(w), text.index(w) + len(w)) for w in words] for words in self.clusters_by_text[text]]
+        return SimpleNamespace(char_clusters=clusters)
+
+
+def test_ask_probes_counts_each_file_by_its_name(tmp_path):
+    marie = {
+        "text": "Marie met Pierre. She smiled.",
+        "pronoun": "She",
+        "antecedent": "Marie",
+        "entities": [["Marie", "She"], ["Pierre"]],
+    }
+    (tmp_path / "one.jsonl").write_text(json.dumps(ADA) + "\n" + json.dumps(marie) + "\n")
+    (tmp_path / "two.jsonl").write_text(json.dumps(marie) + "\n")
+    model = _AnswersFor(
+        {
+            ADA["text"]: [["Charles", "He", "his"], ["Ada", "her"]],  # right
+            marie["text"]: [["Pierre", "She", "Marie"]],  # linked, with a stranger
+        }
+    )
+    counts = ask_probes(model, [tmp_path / "one.jsonl", tmp_path / "two.jsonl"])
+    assert list(counts) == ["one", "two"]
+    assert counts["one"] == {
+        "probes": 2,
+        "right": 1,
+        "right_percent": 50.0,
+        "linked": 2,
+        "wrong_merges": 1,
+        "non_mentions": 0,
+    }
+    assert counts["two"]["right"] == 0 and counts["two"]["linked"] == 1
+
+
+def test_ask_probes_refuses_a_missing_file_and_two_files_of_one_name_in_one_line(tmp_path):
+    with pytest.raises(ProbeError, match="no_such.jsonl: no such probe file") as error:
+        ask_probes(_AnswersFor({}), [tmp_path / "no_such.jsonl"])
+    assert isinstance(error.value, UserError)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    for folder in ("a", "b"):
+        (tmp_path / folder / "probes.jsonl").write_text(json.dumps(ADA) + "\n")
+    with pytest.raises(ProbeError, match="another probe file is also named 'probes'"):
+        ask_probes(_AnswersFor({}), [tmp_path / "a" / "probes.jsonl", tmp_path / "b" / "probes.jsonl"])

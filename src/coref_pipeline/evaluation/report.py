@@ -49,6 +49,9 @@ class EvaluateSettings(Config):
     test_sets: dict[str, Any] = field(default_factory=dict)
     # More models scored on the corpus's test and every set, by name: model directories (an imported release).
     models: dict[str, str] = field(default_factory=dict)
+    # Pronoun probe files (studies.probes: short English texts, a pronoun, its antecedent and a stranger) that each
+    # model is asked: its counts by file, a DVC metric.
+    probes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         try:

@@ -115,12 +115,14 @@ def model_card(
     remove_singletons: bool | None = None,
     title: str | None = None,
     origin: str | None = None,
+    probes: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str:
     """The card of a ``model_type`` model (named ``CORPUS-MODEL_TYPE``; ``push`` replaces ``REPO_PLACEHOLDER`` in
     it with the repository's id): ``scores`` by split of the training corpus (``{"dev": metrics, "test": ...}``,
     metrics files' dicts in percent), ``test_sets`` the named sets' metrics by set; ``training`` the directory's
     training record (None: not trained here, and ``origin`` says where it comes from); ``remove_singletons``: how
-    the corpus's splits were scored; ``title``: the card's name for the model (default ``CORPUS-MODEL_TYPE``)."""
+    the corpus's splits were scored; ``title``: the card's name for the model (default ``CORPUS-MODEL_TYPE``);
+    ``probes``: its counts on each pronoun probe file (``studies.probes.ask_probes``), a section of their own."""
     settings = settings or ModelCardSettings()
     corpus = settings.corpus_name
     name = title or f"{corpus}-{model_type}"
@@ -163,6 +165,9 @@ def model_card(
             "Not scored by this project yet: `coref-pipeline predict` it on a segmented test set and "
             "`coref-pipeline score KEY.conll RESPONSE.conll`, or name it in `evaluate.models`."
         )
+    if probes:
+        body += ["", "## Pronoun probes", ""]
+        body += _probe_lines(probes)
     body += ["", TRAINED_HEADING, ""]
     if training:
         body += _training_lines(training)
@@ -182,6 +187,24 @@ def model_card(
     body += ["", "## Limits", ""]
     body += _limits(model_type, model_config, corpus)
     return _card(header, body)
+
+
+def _probe_lines(probes: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    lines = [
+        "Short English texts, each with an unambiguous pronoun, its antecedent and another entity (a second person, "
+        "a place, an object) that must stay out of their cluster (`evaluate.probes`). A text is right when the pair "
+        "shares a cluster that holds nothing else: no other entity's mention and no span that is no mention.",
+        "",
+        "| probe file | right | pairs linked | wrong merges | non-mentions |",
+        "|---|---|---|---|---|",
+    ]
+    for name, counts in probes.items():
+        total = counts["probes"]
+        lines.append(
+            f"| {name} | {counts['right']} of {total} ({100 * counts['right'] / total:.1f}%) | {counts['linked']} | "
+            f"{counts['wrong_merges']} | {counts['non_mentions']} |"
+        )
+    return lines
 
 
 def _training_lines(training: Mapping[str, Any]) -> list[str]:

@@ -20,11 +20,16 @@ anywhere in the text.
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+from coref_pipeline.errors import UserError, shown_path
+
+logger = logging.getLogger(__name__)
 
 CharSpan = tuple[int, int]
 
@@ -37,7 +42,7 @@ PRONOUNS = frozenset(
 )
 
 
-class ProbeError(ValueError):
+class ProbeError(UserError, ValueError):
     """A probe file that cannot be read: the message names the file, the line and the fault."""
 
 
@@ -131,8 +136,14 @@ def parse_probe(record: Mapping[str, Any], where: str) -> Probe:
 def read_probes(path: str | Path) -> list[Probe]:
     """Every probe of a jsonlines file (blank lines skipped); faults name the file and the line."""
     path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise ProbeError(f"{shown_path(path)}: no such probe file") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ProbeError(f"{shown_path(path)}: cannot be read as UTF-8 text ({error})") from None
     probes = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         where = f"{path}:{number}"
@@ -206,3 +217,40 @@ def summarize_probes(judgements: Sequence[ProbeJudgement]) -> ProbeSummary:
         wrong_merges=sum(j.wrong_merges for j in judgements),
         non_mentions=sum(len(j.non_mentions) for j in judgements),
     )
+
+
+class _Prediction(Protocol):
+    char_clusters: Sequence[Sequence[Sequence[int]]]
+
+
+class _Predicts(Protocol):
+    def predict(self, text: str) -> _Prediction: ...
+
+
+def ask_probes(model: _Predicts, paths: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
+    """A model's counts on each probe file (``ProbeSummary.to_dict``), keyed by the file's name without its suffix.
+
+    Each text is predicted alone with the model's defaults (``CorefModel.predict``), as
+    ``benchmarks/prediction/pronoun_probes.py`` does: the same figures. Every file is read and checked before the
+    first prediction; two files of one name are a :class:`ProbeError`.
+    """
+    files: dict[str, list[Probe]] = {}
+    for path in paths:
+        name = Path(path).name.removesuffix(".jsonl")
+        if name in files:
+            raise ProbeError(f"{shown_path(path)}: another probe file is also named {name!r}; rename one")
+        files[name] = read_probes(path)
+    counts = {}
+    for name, probes in files.items():
+        summary = summarize_probes([judge_probe(probe, model.predict(probe.text).char_clusters) for probe in probes])
+        logger.info(
+            "%s: %d of %d right, %d pairs linked, %d wrong merges, %d non-mentions",
+            name,
+            summary.right,
+            summary.probes,
+            summary.linked,
+            summary.wrong_merges,
+            summary.non_mentions,
+        )
+        counts[name] = summary.to_dict()
+    return counts

@@ -25,6 +25,7 @@ from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.sharing.model_card import ModelCardSettings, model_card
 from coref_pipeline.studies.cross_corpus import TestSetScores, score_named_models
 from coref_pipeline.studies.cross_corpus import score_test_sets as score_on_test_sets
+from coref_pipeline.studies.probes import ask_probes
 from coref_pipeline.studies.segment_study import dev_f1_at_segment_lengths
 
 
@@ -66,6 +67,11 @@ def score_test_sets(
     return {CORPUS_TEST: test_metrics, **{scores.name: scores for scores in score_on_test_sets(model, sets, settings)}}
 
 
+def score_probes(model: CorefModel, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The model's counts on each ``evaluate.probes`` file: probes right, pairs linked, wrong merges, non-mentions."""
+    return ask_probes(model, EvaluateSettings.from_dict(params).probes)
+
+
 def score_models(test: ConllFile, params: dict[str, Any]) -> dict[str, dict[str, TestSetScores]]:
     """Every ``evaluate.models`` model on the corpus's test and every named set."""
     scored = score_named_models(test, EvaluateSettings.from_dict(params))
@@ -90,10 +96,12 @@ def write_model_card(
     dev_metrics: dict[str, float],
     test_metrics: dict[str, float],
     test_sets: dict[str, dict[str, float]],
+    probes: dict[str, dict[str, Any]],
     params: dict[str, Any],
     card_params: dict[str, Any],
 ) -> str:
-    """The model's card (the Hub's README.md format) with the metrics written beside it and its training record."""
+    """The model's card (the Hub's README.md format) with the metrics written beside it, its answers to the pronoun
+    probes and its training record."""
     return model_card(
         model.model_type,
         model.config.to_dict(),
@@ -102,4 +110,5 @@ def write_model_card(
         {name: metrics for name, metrics in test_sets.items() if name != CORPUS_TEST},
         ModelCardSettings.from_dict(card_params),
         EvaluateSettings.from_dict(params).remove_singletons,
+        probes=probes,
     )

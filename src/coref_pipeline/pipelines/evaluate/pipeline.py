@@ -1,5 +1,6 @@
 """The ``evaluate`` pipeline: for each model and split, the official metrics and Xia et al.'s breakdown; every model
-on every named test set (``evaluate.test_sets``) and the summary over them (tag ``summary``); each model's card."""
+on every named test set (``evaluate.test_sets``) and the summary over them (tag ``summary``); each model on the
+pronoun probes (``evaluate.probes``); each model's card."""
 
 from kedro.pipeline import Node, Pipeline
 
@@ -7,6 +8,7 @@ from .nodes import (
     evaluate,
     predict_test,
     score_models,
+    score_probes,
     score_segment_lengths,
     score_test_sets,
     summarise_test_sets,
@@ -73,12 +75,22 @@ def create_pipeline(**kwargs) -> Pipeline:
         )
         nodes.append(
             Node(
+                score_probes,
+                inputs=[f"{model}_model", "params:evaluate"],
+                outputs=f"eval_{model}_probes",
+                name=f"score_{model}_probes",
+                tags=[model],
+            )
+        )
+        nodes.append(
+            Node(
                 write_model_card,
                 inputs=[
                     f"{model}_model",
                     f"eval_{model}_dev_metrics",
                     f"eval_{model}_test_metrics",
                     f"eval_{model}_test_sets",
+                    f"eval_{model}_probes",
                     "params:evaluate",
                     "params:model_card",
                 ],

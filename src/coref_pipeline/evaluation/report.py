@@ -50,7 +50,7 @@ class EvaluateSettings(Config):
     # More models scored on the corpus's test and every set, by name: model directories (an imported release).
     models: dict[str, str] = field(default_factory=dict)
     # Pronoun probe files (studies.probes: short English texts, a pronoun, its antecedent and a stranger) that each
-    # model is asked: its counts by file, a DVC metric.
+    # model is asked: its counts by file (probes_<model>.json and the model card).
     probes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -13,9 +13,11 @@ from coref_pipeline.config_base import ConfigError
 from coref_pipeline.formats.corpus import SegmentedCorpus
 from coref_pipeline.formats.segmentation import SegmentationRecord
 from coref_pipeline.models.config import TrainingConfig
+from coref_pipeline.models.directory import TRAINING_TIME
 from coref_pipeline.pretraining.run import HEADS_FILE, SETTINGS_FILE, PretrainConfig, pretrain_encoder
 from coref_pipeline.training.loop import Run, TrainingCallback
 from tests.models.tiny import tiny_encoder, tiny_hf_tokenizer
+from tests.paths import PROJECT_ROOT
 
 
 @pytest.fixture
@@ -94,6 +96,9 @@ def test_pretraining_lowers_the_held_out_loss_and_writes_an_encoder_directory(en
     assert header["library_name"] == "transformers" and result["dataset"]["type"] == "cyclic"
     assert f"Kept at step {kept['best_step']} of {kept['steps']}" in card
     assert "span masking and the span boundary objective" in card
+    # nothing the clock decides in the card: the wall time has a file of its own, which DVC ignores
+    assert "minutes" not in card and TRAINING_TIME in (PROJECT_ROOT / ".dvcignore").read_text().split("\n")
+    assert set(json.loads((out / TRAINING_TIME).read_text())) == {"train_minutes"}
 
 
 def test_without_the_span_boundary_objective_its_loss_is_zero_and_no_head_is_kept(encoder_dir, tmp_path):

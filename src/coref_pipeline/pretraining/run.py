@@ -26,6 +26,7 @@ from coref_pipeline.config_base import Config, ConfigError
 from coref_pipeline.files import atomic_directory, atomic_write_json, atomic_write_text
 from coref_pipeline.formats.corpus import SegmentedCorpus
 from coref_pipeline.models.config import TrainingConfig, resolve_preset, split_settings
+from coref_pipeline.models.directory import TRAINING_TIME
 from coref_pipeline.models.serialization import atomic_save_tensors
 from coref_pipeline.pretrained import load_pretrained, load_tokenizer
 from coref_pipeline.pretraining.data import MaskBatch, batches, document_segments, held_out_documents
@@ -293,7 +294,8 @@ def pretrain_encoder(
     encoder's tokenizer at ``max_segment_len``); the best encoder directory is copied to ``out_dir``. Returns
     its held-out metrics (losses, masked-token accuracy in percent) with the step it was kept at and the run's
     steps. ``more_text``: more segmented documents to train on (``text_documents``), never held out. The directory
-    gets a card (``README.md``, ``model_card.encoder_card``) naming ``corpus_name``."""
+    gets a card (``README.md``, ``model_card.encoder_card``) naming ``corpus_name``, and the wall time in
+    ``training_time.json``."""
     device = resolve_device(training.device)
     training = replace(training, precision=resolve_precision(training.precision, device))
     corpus.check_before_loading(config.encoder, config.max_segment_len, "the encoder to pretrain")
@@ -344,6 +346,7 @@ def pretrain_encoder(
             shutil.copytree(run.work_dir / "best", folder, dirs_exist_ok=True)
             kept = json.loads((folder / SETTINGS_FILE).read_text(encoding="utf-8"))["held_out"]
             metrics = {**kept, "best_step": summary_state["best_step"], "steps": summary_state["global_step"]}
-            card = encoder_card(config.to_dict(), metrics, summary_state["train_seconds"] / 60, corpus_name)
-            atomic_write_text(folder / CARD, card)
+            atomic_write_text(folder / CARD, encoder_card(config.to_dict(), metrics, corpus_name))
+            # the wall time apart from the card: DVC ignores this file, so the same run is the same directory
+            atomic_write_json({"train_minutes": round(summary_state["train_seconds"] / 60, 2)}, folder / TRAINING_TIME)
     return metrics

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import yaml
 
 from coref_pipeline.config_base import Config
-from coref_pipeline.models.directory import HUB_ID
+from coref_pipeline.models.directory import HUB_ID, TRAINING_TIME
 from coref_pipeline.pretrained import EMBEDDED_MINILM, EMBEDDED_MINILM_HUB_ID
 
 LIBRARY = "coref-pipeline"
@@ -201,7 +201,7 @@ def _probe_lines(probes: Mapping[str, Mapping[str, Any]]) -> list[str]:
     for name, counts in probes.items():
         total = counts["probes"]
         lines.append(
-            f"| {name} | {counts['right']} of {total} ({100 * counts['right'] / total:.1f}%) | {counts['linked']} | "
+            f"| {name} | {counts['right']} of {total} ({counts['right_percent']:.1f}%) | {counts['linked']} | "
             f"{counts['wrong_merges']} | {counts['non_mentions']} |"
         )
     return lines
@@ -270,10 +270,11 @@ def _limits(model_type: str, model_config: Mapping[str, Any], corpus: str) -> li
     return lines
 
 
-def encoder_card(pretrain: Mapping[str, Any], metrics: Mapping[str, float], train_minutes: float, corpus: str) -> str:
+def encoder_card(pretrain: Mapping[str, Any], metrics: Mapping[str, float], corpus: str) -> str:
     """The card of an encoder directory the ``pretrain`` pipeline writes: SpanBERT's objective continued from
     ``pretrain["encoder"]`` on ``corpus``'s text; ``metrics`` the held-out figures it was kept at (what the
-    pipeline returns), with ``steps`` and ``best_step``."""
+    pipeline returns), with ``steps`` and ``best_step``. It holds nothing the clock decides (the wall time is in
+    ``training_time.json`` beside it), so the same run writes the same card."""
     encoder = str(pretrain.get("encoder", ""))
     hub_encoder = base_model(encoder)
     header: dict[str, Any] = {
@@ -302,8 +303,8 @@ def encoder_card(pretrain: Mapping[str, Any], metrics: Mapping[str, float], trai
         "|---" * len(figures) + "|",
         "| " + " | ".join(f"{value:.4f}" for value in figures.values()) + " |",
         "",
-        f"Kept at step {metrics.get('best_step')} of {metrics.get('steps')} ({train_minutes:.2f} minutes of training), "
-        "by the held-out masked-token accuracy (percent).",
+        f"Kept at step {metrics.get('best_step')} of {metrics.get('steps')}, by the held-out masked-token accuracy "
+        f"(percent); the training's wall time is in `{TRAINING_TIME}`.",
         "",
         "## Use",
         "",

@@ -28,7 +28,7 @@ import dataclasses
 
 from benchmarks.common import RESULTS, ROOT, host, write_results
 from coref_pipeline.serving.coref_model import CorefModel
-from coref_pipeline.studies.probes import ProbeError, judge_probe, read_probes, summarize_probes
+from coref_pipeline.studies.probes import ProbeError, judge_predictions, read_probes, summarize_probes
 
 PROBES = ROOT / "data" / "01_raw" / "probes" / "pronoun_probes.jsonl"
 MODELS = [ROOT / "data" / "06_models" / "baseline", ROOT / "data" / "06_models" / "incremental"]
@@ -67,8 +67,7 @@ def main() -> None:
         model = CorefModel.load(directory, min_coarse_score=args.min_coarse_score)
         if args.top_span_ratio is not None:  # read by the baseline's pruning at every prediction
             model.model.config = dataclasses.replace(model.model.config, top_span_ratio=args.top_span_ratio)
-        answers = [model.predict(probe.text) for probe in probes]
-        judgements = [judge_probe(probe, answer.char_clusters) for probe, answer in zip(probes, answers, strict=True)]
+        judgements = judge_predictions(model, probes)
         summary = summarize_probes(judgements)
         print(
             f"{directory}: {summary.right} of {summary.probes} right ({100 * summary.right_share:.1f}%), "

@@ -227,11 +227,16 @@ class _Predicts(Protocol):
     def predict(self, text: str) -> _Prediction: ...
 
 
+def judge_predictions(model: _Predicts, probes: Sequence[Probe]) -> list[ProbeJudgement]:
+    """Each probe's text predicted alone with the model's defaults (``CorefModel.predict``), and judged."""
+    return [judge_probe(probe, model.predict(probe.text).char_clusters) for probe in probes]
+
+
 def ask_probes(model: _Predicts, paths: Sequence[str | Path]) -> dict[str, dict[str, Any]]:
     """A model's counts on each probe file (``ProbeSummary.to_dict``), keyed by the file's name without its suffix.
 
-    Each text is predicted alone with the model's defaults (``CorefModel.predict``), as
-    ``benchmarks/prediction/pronoun_probes.py`` does: the same figures. Every file is read and checked before the
+    Each text is predicted alone (:func:`judge_predictions`), as ``benchmarks/prediction/pronoun_probes.py`` does:
+    the same figures. Every file is read and checked before the
     first prediction; two files of one name are a :class:`ProbeError`.
     """
     files: dict[str, list[Probe]] = {}
@@ -242,7 +247,7 @@ def ask_probes(model: _Predicts, paths: Sequence[str | Path]) -> dict[str, dict[
         files[name] = read_probes(path)
     counts = {}
     for name, probes in files.items():
-        summary = summarize_probes([judge_probe(probe, model.predict(probe.text).char_clusters) for probe in probes])
+        summary = summarize_probes(judge_predictions(model, probes))
         logger.info(
             "%s: %d of %d right, %d pairs linked, %d wrong merges, %d non-mentions",
             name,

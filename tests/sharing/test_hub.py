@@ -103,7 +103,7 @@ def test_push_commits_every_file_and_the_card_as_readme(hub, model_dir, capsys):
     # The card as written (no wall time: it is kept in git), with the repository's id and the training's time.
     assert "minutes" not in card.read_text()
     assert readme == with_training_time(card.read_text().replace(REPO_PLACEHOLDER, "someone/litbank-baseline"), RECORD)
-    assert "- wall time: 1.54 minutes of training (from `training.json`)" in readme.splitlines()
+    assert "- wall time: 1.54 minutes of training (from `training_time.json`)" in readme.splitlines()
     assert 'CorefModel.load("someone/litbank-baseline")' in readme and REPO_PLACEHOLDER not in readme
 
 

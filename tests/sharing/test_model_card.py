@@ -144,7 +144,7 @@ def test_the_same_inputs_make_the_same_card_whatever_the_training_took():
     assert cards[0] == cards[1] and "0.21" not in cards[0] and "minutes" not in cards[0]
     pushed = with_training_time(cards[0], RECORD)
     added = [line for line in pushed.splitlines() if line not in cards[0].splitlines()]
-    assert added == ["- wall time: 0.21 minutes of training (from `training.json`)"]
+    assert added == ["- wall time: 0.21 minutes of training (from `training_time.json`)"]
     # The line ends the training section's list, before the next heading.
     lines = pushed.splitlines()
     section = lines[lines.index(TRAINED_HEADING) : lines.index("## Use")]

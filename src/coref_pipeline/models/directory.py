@@ -24,7 +24,8 @@ TRAINING = "training.json"
 # of the directory is the same bytes for the same inputs, so DVC, which ignores this file (.dvcignore), sees a
 # re-run's model as the same model and the stages after it stay up to date.
 TRAINING_TIME = "training_time.json"
-TIME_KEYS = ("train_minutes",)
+TRAIN_MINUTES = "train_minutes"  # the training's wall time, in minutes: the one figure of TRAINING_TIME
+TIME_KEYS = (TRAIN_MINUTES,)
 
 
 # A Hugging Face Hub model id: "owner/name".
@@ -73,6 +74,11 @@ def read_stored_config(directory: str | Path) -> dict[str, Any]:
             f"`kedro run --pipelines=coref_train` (data/06_models/baseline) or `--pipelines=incremental_train`"
         )
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def training_time(train_seconds: float) -> dict[str, float]:
+    """The clock's figures of a training run of ``train_seconds``, as ``training_time.json`` holds them."""
+    return {TRAIN_MINUTES: round(train_seconds / 60, 2)}
 
 
 def read_training_record(directory: str | Path) -> dict[str, Any] | None:

@@ -26,7 +26,7 @@ from coref_pipeline.config_base import Config, ConfigError
 from coref_pipeline.files import atomic_directory, atomic_write_json, atomic_write_text
 from coref_pipeline.formats.corpus import SegmentedCorpus
 from coref_pipeline.models.config import TrainingConfig, resolve_preset, split_settings
-from coref_pipeline.models.directory import TRAINING_TIME
+from coref_pipeline.models.directory import TRAINING_TIME, training_time
 from coref_pipeline.models.serialization import atomic_save_tensors
 from coref_pipeline.pretrained import load_pretrained, load_tokenizer
 from coref_pipeline.pretraining.data import MaskBatch, batches, document_segments, held_out_documents
@@ -348,5 +348,5 @@ def pretrain_encoder(
             metrics = {**kept, "best_step": summary_state["best_step"], "steps": summary_state["global_step"]}
             atomic_write_text(folder / CARD, encoder_card(config.to_dict(), metrics, corpus_name))
             # the wall time apart from the card: DVC ignores this file, so the same run is the same directory
-            atomic_write_json({"train_minutes": round(summary_state["train_seconds"] / 60, 2)}, folder / TRAINING_TIME)
+            atomic_write_json(training_time(summary_state["train_seconds"]), folder / TRAINING_TIME)
     return metrics

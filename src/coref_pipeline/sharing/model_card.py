@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import yaml
 
 from coref_pipeline.config_base import Config
-from coref_pipeline.models.directory import HUB_ID, TRAINING_TIME
+from coref_pipeline.models.directory import HUB_ID, TRAIN_MINUTES, TRAINING_TIME
 from coref_pipeline.pretrained import EMBEDDED_MINILM, EMBEDDED_MINILM_HUB_ID
 
 LIBRARY = "coref-pipeline"
@@ -235,7 +235,7 @@ def with_training_time(card: str, training: Mapping[str, Any] | None) -> str:
     """``card`` with the training's wall time (the record's ``train_minutes``) as the last line of its "How it
     was trained" list: the card a push uploads. Unchanged without a record, a time or that section, or where the
     card already gives it."""
-    minutes = (training or {}).get("train_minutes")
+    minutes = (training or {}).get(TRAIN_MINUTES)
     lines = card.split("\n")
     if minutes is None or TRAINED_HEADING not in lines or any(line.startswith(WALL_TIME) for line in lines):
         return card
@@ -244,7 +244,9 @@ def with_training_time(card: str, training: Mapping[str, Any] | None) -> str:
         end += 1
     while lines[end - 1] == "":
         end -= 1
-    return "\n".join([*lines[:end], f"{WALL_TIME} {minutes} minutes of training (from `training.json`)", *lines[end:]])
+    return "\n".join(
+        [*lines[:end], f"{WALL_TIME} {minutes} minutes of training (from `{TRAINING_TIME}`)", *lines[end:]]
+    )
 
 
 def _limits(model_type: str, model_config: Mapping[str, Any], corpus: str) -> list[str]:

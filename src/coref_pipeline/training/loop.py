@@ -36,7 +36,7 @@ from coref_pipeline.models.config import (
     resolve_head,
     resolve_mention_loss,
 )
-from coref_pipeline.models.directory import write_training_record
+from coref_pipeline.models.directory import training_time, write_training_record
 from coref_pipeline.models.document import DocumentTensors, random_crop
 from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.runtime.devices import bound_host_memory, resolve_device, resolve_precision
@@ -560,7 +560,7 @@ def training_record(
         "steps": summary["global_step"],
         "best_step": summary["best_step"],
         "best_dev_conll_f1": summary["best_f1"],
-        "train_minutes": round(summary["train_seconds"] / 60, 2),
+        **training_time(summary["train_seconds"]),
         "precision": training.precision,
         "device": engine.device.type,
         "devices": engine.world_size,

@@ -15,12 +15,13 @@ from coref_pipeline.formats.segmentation import SegmentationRecord
 from coref_pipeline.models import attention
 from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.config import ConfigError, TrainingConfig
+from coref_pipeline.models.encoder import SegmentEncoder
 from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training import Run, TrainingCallback, baseline_recipe, fit, seed_everything
 from coref_pipeline.training.checkpoints import latest_checkpoint
 from coref_pipeline.training.loop import configure_encoder_for_training, epoch_order
 from coref_pipeline.training.optim import warmup_then_linear_decay
-from tests.models.tiny import make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
+from tests.models.tiny import VOCAB, make_document, tiny_config, tiny_encoder, tiny_hf_tokenizer
 
 DOCUMENTS = [make_document(f"nw/d{i}_0", seed=i, num_segments=3) for i in range(3)]
 
@@ -67,6 +68,35 @@ def test_overfits_a_few_documents(tmp_path):
     trained = train(fresh_model(), training_config(num_epochs=120), tmp_path)
     predictions = trained.predict_documents(DOCUMENTS, progress=False)
     assert 100 * score_predictions(predictions, remove_singletons=False).conll_f1 >= 95
+
+
+def test_an_encoder_of_another_architecture_trains_saves_and_loads_alike(tmp_path):
+    # The README's larger-encoder recipe names MPNet (relative position buckets, <s> ids), which the prediction's
+    # own BERT computation does not take: it trains through transformers' model and is loaded back as one.
+    from transformers import AutoModel, MPNetConfig
+
+    seed_everything(13)
+    config = MPNetConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=64,
+        pad_token_id=VOCAB.index("[PAD]"),
+    )
+    model = BaselineCorefModel(
+        tiny_config(top_span_ratio=0.8, max_span_width=3), SegmentEncoder(AutoModel.from_config(config))
+    )
+    trained = train(
+        CorefModel("baseline", model, tiny_hf_tokenizer()), training_config(num_epochs=120), tmp_path / "run"
+    )
+    predictions = trained.predict_documents(DOCUMENTS, progress=False)
+    assert 100 * score_predictions(predictions, remove_singletons=False).conll_f1 >= 95
+    trained.save(tmp_path / "model")
+    loaded = CorefModel.load(tmp_path / "model")
+    assert type(loaded.model.encoder.model).__name__ == "MPNetModel"
+    assert loaded.predict_documents(DOCUMENTS, progress=False) == predictions
 
 
 def test_save_then_load_gives_identical_predictions(tmp_path):

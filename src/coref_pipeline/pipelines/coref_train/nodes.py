@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import PurePosixPath
 from typing import Any
 
-from coref_pipeline.evaluation.predictions import gold_key
 from coref_pipeline.formats.conll import ConllFile
 from coref_pipeline.formats.corpus import SegmentedCorpus
 from coref_pipeline.models.config import CorefTrainParameters
 from coref_pipeline.serving.coref_model import CorefModel
-from coref_pipeline.training import Run, train_baseline
+from coref_pipeline.training import train_baseline
+
+from ..dev_scores import training_run
 
 
 def train(
@@ -26,13 +26,5 @@ def train(
     parameters = CorefTrainParameters.from_dict(params)
     model, training = parameters.settings()
     corpus = SegmentedCorpus(segmented, segmentation)
-    run = Run(
-        parameters.work_dir,
-        remove_singletons,
-        parameters.restart,
-        dev_key=gold_key(dev_gold),
-        log_params={"preset": parameters.preset, "overrides": dict(parameters.overrides)},
-        work_dir_parameter="coref_train.work_dir",
-        description=f"train baseline {parameters.preset} on {PurePosixPath(dev_gold.path).parent.name}",
-    )
+    run = training_run(parameters, "baseline", model.encoder, dev_gold, remove_singletons)
     return train_baseline(corpus, model, training, run, parameters.init_from, parameters.take_from)

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import PurePosixPath
 from typing import Any
 
-from coref_pipeline.evaluation.predictions import gold_key
 from coref_pipeline.formats.conll import ConllFile
 from coref_pipeline.formats.corpus import SegmentedCorpus
 from coref_pipeline.models.config import IncrementalTrainParameters
 from coref_pipeline.serving.coref_model import CorefModel
-from coref_pipeline.training import Run, continued_settings, incremental_settings, train_incremental
+from coref_pipeline.training import continued_settings, incremental_settings, train_incremental
+
+from ..dev_scores import training_run
 
 
 def train(
@@ -31,15 +31,7 @@ def train(
     else:
         config, training = incremental_settings(baseline, parameters.values())
     corpus = SegmentedCorpus(segmented, segmentation)
-    run = Run(
-        parameters.work_dir,
-        remove_singletons,
-        parameters.restart,
-        dev_key=gold_key(dev_gold),
-        log_params={"preset": parameters.preset, "overrides": dict(parameters.overrides)},
-        work_dir_parameter="incremental_train.work_dir",
-        description=f"train incremental {parameters.preset} on {PurePosixPath(dev_gold.path).parent.name}",
-    )
+    run = training_run(parameters, "incremental", config.encoder, dev_gold, remove_singletons)
     return train_incremental(
         baseline, corpus, config, training, run, parameters.cache_encoder_outputs, parameters.encoder_cache_mb
     )

@@ -40,6 +40,7 @@ from torch import nn
 
 from coref_pipeline.models.config import TrainingConfig
 from coref_pipeline.runtime.devices import keep_host_memory, resolve_device, resolve_precision
+from coref_pipeline.runtime.onednn import bound_onednn_caches, onednn_products, onednn_products_reason
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +101,11 @@ class Engine:
             plugins=list(plugins) or None,
         )
         self._module: Any = None
+        # fp32 products with a gradient on oneDNN where it is the faster library (runtime.onednn)
+        self._onednn = self.fabric.strategy.precision.precision == "32-true" and bool(onednn_products_reason(device))
+        if self._onednn:
+            bound_onednn_caches()  # its per-shape caches held, before this process's first oneDNN primitive
+            logger.info("precision 32: %s", onednn_products_reason(device))
 
     # ----------------------------------------------------------------- processes
     def launch(self, function: Callable[..., Any], *args: Any) -> Any:
@@ -162,8 +168,11 @@ class Engine:
             self._module = self.fabric.setup_module(_SyncPass(model), move_to_device=False)
 
     def autocast(self) -> AbstractContextManager:
-        """The precision's autocast (bf16 or fp16 compute, fp32 weights); nothing at 32."""
-        return nullcontext() if self.fabric.strategy.precision.precision == "32-true" else self.fabric.autocast()
+        """The precision's autocast (bf16 or fp16 compute, fp32 weights); at 32, the products on oneDNN where it
+        is the faster library (``runtime.onednn``), else nothing."""
+        if self.fabric.strategy.precision.precision != "32-true":
+            return self.fabric.autocast()
+        return onednn_products() if self._onednn else nullcontext()
 
     def accumulate(self) -> AbstractContextManager:
         """Backward passes inside this only accumulate this rank's gradients (no communication)."""

@@ -123,9 +123,7 @@ def main() -> None:
                 f"(median {measured['median_seconds']:.3f}), resident {measured['resident_end_gib']:.2f} GiB at the "
                 f"end (highest {measured['resident_max_gib']:.2f}), {measured['minor_faults']:,} minor faults"
             )
-    write_results(
-        {"host": host(), "steps": args.steps, "results": results}, ROOT / "data/benchmarks/onednn_products.json"
-    )
+    write_results({"steps": args.steps, "results": results}, ROOT / "data/benchmarks/onednn_products.json")
 
 
 if __name__ == "__main__":

@@ -119,7 +119,10 @@ def test_the_engine_routes_fp32_training_forwards_where_the_cpu_takes_it(monkeyp
 
 
 def test_a_users_cache_setting_stands(monkeypatch):
-    name = next(iter(ONEDNN_CACHE_ENVIRONMENT))
-    monkeypatch.setenv(name, "64")
+    own, unset = ONEDNN_CACHE_ENVIRONMENT  # the user sets the first, not the second
+    monkeypatch.setenv(own, str(onednn.ONEDNN_CACHE_CAPACITY + 8))
+    monkeypatch.setenv(unset, "")  # restored as it was after the test
+    monkeypatch.delenv(unset)
     bound_onednn_caches()
-    assert os.environ[name] == "64"
+    assert os.environ[own] == str(onednn.ONEDNN_CACHE_CAPACITY + 8)
+    assert os.environ[unset] == ONEDNN_CACHE_ENVIRONMENT[unset]

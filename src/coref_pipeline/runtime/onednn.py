@@ -73,6 +73,17 @@ def _linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) ->
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
+def _product_gradients(
+    grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor, needs_x: bool, needs_weight: bool
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """The gradients of ``x @ weight.T`` (``x`` ``[M, K]``, ``weight`` ``[N, K]``) from the output's ``grad``
+    (``[M, N]``, contiguous), each on oneDNN where needed: ``x``'s ``[M, K]`` and ``weight``'s ``[N, K]``, the latter
+    over strided views (no transposed copies)."""
+    grad_x = _linear(grad, weight.t().contiguous(), None) if needs_x else None
+    grad_weight = _linear(grad.t(), x.t(), None) if needs_weight else None
+    return grad_x, grad_weight
+
+
 class _OneDnnLinear(torch.autograd.Function):
     """``linear(x, weight, bias)`` for ``x`` of any leading shape, forward and backward on oneDNN."""
 
@@ -88,13 +99,10 @@ class _OneDnnLinear(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         flat, weight = ctx.saved_tensors  # [M, K], [N, K]
         grad = grad.reshape(-1, grad.shape[-1]).contiguous()  # [M, N]
-        grad_x = grad_weight = grad_bias = None
-        if ctx.needs_input_grad[0]:
-            grad_x = _linear(grad, weight.t().contiguous(), None).view(*ctx.leading, flat.shape[1])  # [..., K]
-        if ctx.needs_input_grad[1]:
-            grad_weight = _linear(grad.t(), flat.t(), None)  # [N, K]: strided views, no copies
-        if ctx.has_bias and ctx.needs_input_grad[2]:
-            grad_bias = grad.sum(0)  # [N]
+        grad_x, grad_weight = _product_gradients(grad, flat, weight, *ctx.needs_input_grad[:2])
+        if grad_x is not None:
+            grad_x = grad_x.view(*ctx.leading, flat.shape[1])  # [..., K]
+        grad_bias = grad.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None  # [N]
         return grad_x, grad_weight, grad_bias
 
 
@@ -112,11 +120,7 @@ class _OneDnnAddmm(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         x, weight = ctx.saved_tensors  # [M, K], [N, K]
         grad = grad.contiguous()  # [M, N]
-        grad_x = grad_weight = None
-        if ctx.needs_input_grad[1]:
-            grad_x = _linear(grad, weight.t().contiguous(), None)  # [M, K]
-        if ctx.needs_input_grad[2]:
-            grad_weight = _linear(grad.t(), x.t(), None)  # [N, K]
+        grad_x, grad_weight = _product_gradients(grad, x, weight, *ctx.needs_input_grad[1:3])
         return grad if ctx.needs_input_grad[0] else None, grad_x, grad_weight
 
 

@@ -102,10 +102,11 @@ class Engine:
         )
         self._module: Any = None
         # fp32 products with a gradient on oneDNN where it is the faster library (runtime.onednn)
-        self._onednn = self.fabric.strategy.precision.precision == "32-true" and bool(onednn_products_reason(device))
-        if self._onednn:
+        reason = onednn_products_reason(device) if self.fabric.strategy.precision.precision == "32-true" else None
+        self._onednn = reason is not None
+        if reason is not None:
             bound_onednn_caches()  # its per-shape caches held, before this process's first oneDNN primitive
-            logger.info("precision 32: %s", onednn_products_reason(device))
+            logger.info("precision 32: %s", reason)
 
     # ----------------------------------------------------------------- processes
     def launch(self, function: Callable[..., Any], *args: Any) -> Any:

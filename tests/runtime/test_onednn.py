@@ -105,12 +105,9 @@ def test_the_engine_routes_fp32_training_forwards_where_the_cpu_takes_it(monkeyp
     with engine.autocast():
         loss = next(iter(trained.model.training_losses(document)))
     loss.backward()
-    if capability == "AVX512":
-        assert calls.count > 0  # the encoder's and the scorers' linear layers
-        assert all(os.environ[name] == value for name, value in ONEDNN_CACHE_ENVIRONMENT.items())
-    else:
-        assert calls.count == 0
-        assert not any(name in os.environ for name in ONEDNN_CACHE_ENVIRONMENT)
+    assert (calls.count > 0) == (capability == "AVX512")  # the encoder's and the scorers' linear layers
+    # the caches held on any CPU: torch sends its own bf16 products to oneDNN too
+    assert all(os.environ[name] == value for name, value in ONEDNN_CACHE_ENVIRONMENT.items())
     routed = calls.count
     bf16 = Engine(training_config(devices=1, precision="bf16-mixed"))
     with bf16.autocast():

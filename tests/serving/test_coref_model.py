@@ -14,6 +14,7 @@ import pytest
 
 from coref_pipeline import CorefModel, CorefResult, DocumentTooLongError
 from coref_pipeline.runtime.devices import held_memory_environment
+from coref_pipeline.runtime.onednn import ONEDNN_CACHE_ENVIRONMENT
 from tests.models.tiny import save_tiny_models
 from tests.paths import PROJECT_ROOT
 
@@ -550,3 +551,13 @@ def test_prediction_runs_in_evaluation_mode_and_gives_a_model_in_training_mode_b
     finally:
         hook.remove()
         model.model.eval()
+
+
+def test_a_model_on_a_cpu_holds_onednns_caches(monkeypatch, tmp_path):
+    """A kernel kept for each document's shapes grew a long bf16 prediction by a gigabyte (runtime.onednn)."""
+    for name in ONEDNN_CACHE_ENVIRONMENT:  # absent, and restored as it was after the test
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    baseline_dir, _ = save_tiny_models(tmp_path)
+    CorefModel.load(baseline_dir)
+    assert {name: os.environ.get(name) for name in ONEDNN_CACHE_ENVIRONMENT} == ONEDNN_CACHE_ENVIRONMENT

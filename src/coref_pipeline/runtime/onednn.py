@@ -20,7 +20,11 @@ and a training step's shapes change with every crop: the kept primitives, scatte
 20 steps, each growth a page-faulted step of about twice the time. :func:`bound_onednn_caches` holds both caches
 to ``ONEDNN_CACHE_CAPACITY`` primitives (about two steps' shapes) before oneDNN first reads them: measured at the
 peer configuration (``benchmarks/training/onednn_products.py``), the steps' mean time at 64 was below both 1,024's
-and no cache's, and the resident memory MKL's.
+and no cache's, and the resident memory MKL's. The same holds wherever torch itself sends products to oneDNN: in
+bf16 (training under autocast, and prediction's bf16 encoder and scorers, whose rows change with every document),
+where the process grew at 1,024 by about a gigabyte over a thousand documents or sixty steps, and ran slower
+(``benchmarks/memory/onednn_caches.py``). So every CPU process of the project bounds them: the training engine on a
+CPU in any precision, and each ``CorefModel`` on a CPU.
 """
 
 from __future__ import annotations

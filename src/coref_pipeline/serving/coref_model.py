@@ -56,6 +56,7 @@ from coref_pipeline.runtime.devices import (
     resolve_device,
     resolve_precision,
 )
+from coref_pipeline.runtime.onednn import bound_onednn_caches
 from coref_pipeline.serving.batching import default_batch_tokens, length_groups, pools
 from coref_pipeline.serving.inputs import DocumentInput, InputFormatError, SpeakersInput, record_content
 from coref_pipeline.serving.results import CorefResult, result_from_split
@@ -98,6 +99,8 @@ class CorefModel:
                 "(--precision 32 or auto is faster here)"
             )
         keep_host_memory()  # large freed tensors reused, not page-faulted in again (devices.keep_host_memory)
+        if self.device.type == "cpu":
+            bound_onednn_caches()  # oneDNN's per-shape caches held: each document's rows are new shapes
 
     @property
     def computation(self) -> str:

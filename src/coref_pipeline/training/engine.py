@@ -101,11 +101,12 @@ class Engine:
             plugins=list(plugins) or None,
         )
         self._module: Any = None
+        if device.type == "cpu":
+            bound_onednn_caches()  # oneDNN's per-shape caches held, before this process's first oneDNN primitive
         # fp32 products with a gradient on oneDNN where it is the faster library (runtime.onednn)
         reason = onednn_products_reason(device) if self.fabric.strategy.precision.precision == "32-true" else None
         self._onednn = reason is not None
         if reason is not None:
-            bound_onednn_caches()  # its per-shape caches held, before this process's first oneDNN primitive
             logger.info("precision 32: %s", reason)
 
     # ----------------------------------------------------------------- processes

@@ -22,8 +22,8 @@ to ``ONEDNN_CACHE_CAPACITY`` primitives (about two steps' shapes) before oneDNN 
 peer configuration (``benchmarks/training/onednn_products.py``), the steps' mean time at 64 was below both 1,024's
 and no cache's, and the resident memory MKL's. The same holds wherever torch itself sends products to oneDNN: in
 bf16 (training under autocast, and prediction's bf16 encoder and scorers, whose rows change with every document),
-where the process grew at 1,024 by about a gigabyte over a thousand documents or sixty steps, and ran slower
-(``benchmarks/memory/onednn_caches.py``). So every CPU process of the project bounds them: the training engine on a
+where at 1,024 a prediction held about a gigabyte more after a thousand documents and a training process about two
+more after sixty steps, each about a tenth slower (``benchmarks/memory/onednn_caches.py``). So every CPU process of the project bounds them: the training engine on a
 CPU in any precision, and each ``CorefModel`` on a CPU.
 """
 

@@ -23,8 +23,8 @@ peer configuration (``benchmarks/training/onednn_products.py``), the steps' mean
 and no cache's, and the resident memory MKL's. The same holds wherever torch itself sends products to oneDNN: in
 bf16 (training under autocast, and prediction's bf16 encoder and scorers, whose rows change with every document),
 where at 1,024 a prediction held about a gigabyte more after a thousand documents and a training process about two
-more after sixty steps, each about a tenth slower (``benchmarks/memory/onednn_caches.py``). So every CPU process of the project bounds them: the training engine on a
-CPU in any precision, and each ``CorefModel`` on a CPU.
+more after sixty steps, each about a tenth slower (``benchmarks/memory/onednn_caches.py``). So every CPU process of
+the project bounds them: the training engine on a CPU in any precision, and each ``CorefModel`` on a CPU.
 """
 
 from __future__ import annotations

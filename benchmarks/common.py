@@ -31,6 +31,7 @@ from coref_pipeline.formats.corpus import SegmentedCorpus, preprocess_corpus, se
 from coref_pipeline.models.config import BaselineConfig, TrainingConfig, baseline_settings, resolve_preset
 from coref_pipeline.models.document import DocumentTensors, random_crop
 from coref_pipeline.runtime.devices import resolve_precision
+from coref_pipeline.runtime.onednn import ONEDNN_CACHE_ENVIRONMENT
 from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.training import build_baseline, seed_everything
 from coref_pipeline.training.engine import Engine
@@ -43,6 +44,8 @@ from coref_pipeline.training.loop import (
 from coref_pipeline.training.optim import Optimisers, build_optimisers
 
 ROOT = Path(__file__).resolve().parents[1]
+# oneDNN's and ideep's per-shape caches at the libraries' own capacity (the project holds them lower: runtime/onednn.py)
+ONEDNN_LIBRARIES_CACHES = {name: "1024" for name in ONEDNN_CACHE_ENVIRONMENT}
 LITBANK = ROOT.parent / "shared" / "corpora" / "litbank"
 RESULTS = ROOT / "data" / "benchmarks"  # where the programs write their figures (not committed)
 REPORTING = ROOT / "data" / "08_reporting"

@@ -42,15 +42,15 @@ import statistics
 import subprocess
 import time
 
-from benchmarks.common import ROOT, WARM_UP_STEPS, host, require_litbank, write_results
+from benchmarks.common import ONEDNN_LIBRARIES_CACHES, ROOT, WARM_UP_STEPS, host, require_litbank, write_results
+from coref_pipeline.runtime.onednn import ONEDNN_CACHE_ENVIRONMENT
 
 WORKLOADS = ("predict-baseline", "predict-incremental", "train-bf16")
 # The environment of each configuration: the project's default leaves the caches unset (it bounds them itself).
 CONFIGURATIONS = {
     "bounded": {},
-    "libraries": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024", "LRU_CACHE_CAPACITY": "1024"},
+    "libraries": ONEDNN_LIBRARIES_CACHES,
 }
-CACHE_VARIABLES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
 SNAPSHOTS = 10  # resident memory recorded at each tenth of a run
 
 
@@ -101,7 +101,7 @@ def child(workload: str, args: argparse.Namespace) -> dict[str, object]:
     every = max(1, len(resident) // SNAPSHOTS)
     return {
         "native_bf16": native_bf16(torch.device("cpu")) is not None,
-        "caches": {name: os.environ.get(name) for name in CACHE_VARIABLES},
+        "caches": {name: os.environ.get(name) for name in ONEDNN_CACHE_ENVIRONMENT},
         "count": len(seconds),
         "mean_seconds": statistics.mean(seconds),
         "median_seconds": statistics.median(seconds),
@@ -139,7 +139,7 @@ def main() -> None:
     for round_number in range(1, args.rounds + 1):
         for workload in args.workloads:
             for name, caches in CONFIGURATIONS.items():
-                environment = {key: value for key, value in os.environ.items() if key not in CACHE_VARIABLES}
+                environment = {key: value for key, value in os.environ.items() if key not in ONEDNN_CACHE_ENVIRONMENT}
                 done = subprocess.run(
                     [sys.executable, __file__, "--child", workload, *_passed(args)],
                     capture_output=True,

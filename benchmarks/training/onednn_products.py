@@ -34,6 +34,7 @@ import statistics
 import subprocess
 
 from benchmarks.common import (
+    ONEDNN_LIBRARIES_CACHES,
     PEER_CONFIGURATION,
     ROOT,
     WARM_UP_STEPS,
@@ -49,7 +50,7 @@ CONFIGURATIONS = ("mkl", "onednn", "onednn-uncached", "onednn-1024")
 # The caches' environment of the configurations that set it (the default's is the engine's own).
 CACHES = {
     "onednn-uncached": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "0", "LRU_CACHE_CAPACITY": "1"},
-    "onednn-1024": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024", "LRU_CACHE_CAPACITY": "1024"},
+    "onednn-1024": ONEDNN_LIBRARIES_CACHES,
 }
 
 

@@ -181,7 +181,8 @@ def inference_ratio(trained: CorefModel, documents: list[dict]) -> dict[str, flo
 
 
 def preset_settings(preset: str, overrides: dict[str, object]) -> tuple[BaselineConfig, TrainingConfig]:
-    """The committed ``preset`` (conf/base/parameters_coref_train.yml) with ``overrides``: model and training settings."""
+    """The committed ``preset`` (conf/base/parameters_coref_train.yml) with ``overrides``: model and training
+    settings."""
     presets = yaml.safe_load((ROOT / "conf/base/parameters_coref_train.yml").read_text())["coref_train"]["presets"]
     return baseline_settings(presets, preset, overrides)
 

@@ -1,4 +1,4 @@
-"""Shared fixtures: the project's paths, the shared corpora, the embedded tokenizer."""
+"""Shared fixtures: the project's paths, the shared corpora, the embedded tokenizer, oneDNN's cache variables."""
 
 from __future__ import annotations
 
@@ -35,3 +35,14 @@ def imported_tiny_coref(tmp_path_factory) -> Path:
     directory = tmp_path_factory.mktemp("imported") / "tiny_coref"
     import_tf_checkpoint(TINY_CHECKPOINT, directory)
     return directory
+
+
+@pytest.fixture
+def onednn_caches_unset(monkeypatch):
+    """oneDNN's cache variables absent during the test, as a user who leaves them to the project has them, and as
+    they were after it: each set first, so that monkeypatch also removes a value the code under test sets."""
+    from coref_pipeline.runtime.onednn import ONEDNN_CACHE_ENVIRONMENT
+
+    for name in ONEDNN_CACHE_ENVIRONMENT:
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)

@@ -128,7 +128,8 @@ def _unit(path) -> str:
 
 
 def _unit_imports() -> dict[str, set[str]]:
-    """Folder or root module -> the others its modules import (``coref_pipeline.X...`` or ``from coref_pipeline import X``)."""
+    """Folder or root module -> the others its modules import (``coref_pipeline.X...`` or
+    ``from coref_pipeline import X``)."""
     graph: dict[str, set[str]] = {}
     for path in _python_files(SOURCE):
         unit = _unit(path)

@@ -252,7 +252,8 @@ def test_a_tokenizer_neither_local_nor_reachable_says_how_to_get_it(project, tmp
     )
     assert_one_line(
         result,
-        "tokenizer 'bert-base-cased' is not a local folder, not in the Hugging Face cache, and the hub cannot be reached",
+        "tokenizer 'bert-base-cased' is not a local folder, not in the Hugging Face cache, "
+        "and the hub cannot be reached",
         "`hf download bert-base-cased`",
     )
     assert outputs(project) == before

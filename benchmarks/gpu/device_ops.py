@@ -39,9 +39,9 @@ cycling; the baseline's crops drawn from one seeded generator) from the model di
 optimisers, each step profiled on its own, and the per-step figure is the mean of steps SHORT to LONG - 1: what a
 step adds once the first steps' one-time costs (the optimiser's state, lazy initialisations) are paid, as issue
 61's (LONG-step run - SHORT-step run) / (LONG - SHORT) (the runs are deterministic: the same first SHORT steps).
-The incremental model reads whole documents segment by segment, so its figures are also given per segment. Per predicted document:
-``CorefModel.predict_tensors`` on the first ``--predict`` documents after one untimed prediction, mean per document
-(and per segment).
+The incremental model reads whole documents segment by segment, so its figures are also given per segment. Per
+predicted document: ``CorefModel.predict_tensors`` on the first ``--predict`` documents after one untimed
+prediction, mean per document (and per segment).
 
 Documents/s of training, both models side by side: ``--rounds`` rounds, in each of which every model trains
 ``--round-steps`` steps on the next documents (without the profiler); the first round warms up and is left out;
@@ -325,7 +325,8 @@ def table_rows(results: dict[str, Any]) -> list[str]:
                         continue
                     row = parts[key[0]][key[1]]
                     rows.append(
-                        f"{device:6} {corpus:8} {model:12} {what:26} {row['aten_events']:9.0f} {row['host_syncs']:7.1f} "
+                        f"{device:6} {corpus:8} {model:12} {what:26} "
+                        f"{row['aten_events']:9.0f} {row['host_syncs']:7.1f} "
                         f"{row['issue_proxy']:7.1f} {row['optimiser_reads']:7.1f} {row['host_built']:6.1f} "
                         f"{row['cuda_kernels']:8.0f} {row['cuda_syncs']:7.1f}"
                     )

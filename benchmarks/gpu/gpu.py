@@ -297,7 +297,8 @@ def main() -> None:
     )
     results["incremental_run"] = {"steps": args.run_steps, "seconds": time.perf_counter() - started}
     print(
-        f"train_incremental: {args.run_steps} steps and a dev evaluation in {results['incremental_run']['seconds']:.1f} s"
+        f"train_incremental: {args.run_steps} steps and a dev evaluation in "
+        f"{results['incremental_run']['seconds']:.1f} s"
     )
     output = work / "predicted_incremental.jsonl"
     seconds = coref_pipeline(

@@ -255,8 +255,8 @@ def main() -> None:
             if patch is not None:
                 patch.stop()
         print(
-            f"{rule.name:45} {summary.right:>3} of {summary.probes:<4} {summary.linked:>6}  {summary.wrong_merges:>12}  "
-            f"{summary.non_mentions:>12}  {f1['dev']:>6.2f}  {f1['test']:>7.2f}",
+            f"{rule.name:45} {summary.right:>3} of {summary.probes:<4} {summary.linked:>6}  "
+            f"{summary.wrong_merges:>12}  {summary.non_mentions:>12}  {f1['dev']:>6.2f}  {f1['test']:>7.2f}",
             flush=True,
         )
         results["rules"].append(

@@ -193,8 +193,8 @@ def main() -> None:
                 f"{label:18} {precision:9} {name:17} {row['encoder_gflop']:13.1f} {row['head_gflop']:10.1f} "
                 f"{row['flop_floor']:10.3f} {row['predict_s']:9.2f} {row['encoder_s']:9.2f} "
                 f"{row['predict_over_encoder']:15.3f} {row['encoder_gflop_s']:15.1f} {row['head_gflop_s']:12.1f} "
-                f"{row['mention_gflop']:12.1f} / {row['fine_gflop']:6.1f} / {row['other_gflop']:8.1f} {row['fine_pairs']:10d}"
-                f"{changed}",
+                f"{row['mention_gflop']:12.1f} / {row['fine_gflop']:6.1f} / {row['other_gflop']:8.1f} "
+                f"{row['fine_pairs']:10d}{changed}",
                 flush=True,
             )
     write_results(

@@ -1,7 +1,8 @@
 """The incremental model's fine-scored pairs: how many its decisions read, and what the pre-filter's margin costs.
 
 Run: python benchmarks/prediction/incremental_pairs.py [--model data/06_models/incremental]
-     [--baseline data/06_models/baseline] [--margins 0 0.25 0.5 1] [--precision auto] [--ontonotes 30] [--rounds 3] [--work-dir DIR]
+     [--baseline data/06_models/baseline] [--margins 0 0.25 0.5 1] [--precision auto] [--ontonotes 30] [--rounds 3]
+     [--work-dir DIR]
 
 The incremental model decides a segment's spans one after another on the host, each among the active columns
 (its entities' recent mentions) above the coarse floor, the ``max_top_entities`` best by coarse score; the fine

@@ -1,6 +1,7 @@
 """`coref-pipeline predict` as a user runs it: the whole command, a fresh process each, on LitBank test, both models.
 
-Run: python benchmarks/prediction/predict_command.py --baseline-dir DIR --incremental-dir DIR [--rounds 3] [--work-dir DIR]
+Run: python benchmarks/prediction/predict_command.py --baseline-dir DIR --incremental-dir DIR [--rounds 3]
+     [--work-dir DIR]
 
 1. Writes LitBank test (../shared/corpora/litbank/test.conll) as Joshi-format jsonlines with
    ``coref-pipeline minimize``, segmented with the baseline's own tokenizer at its segment length
@@ -70,7 +71,8 @@ def main() -> None:
         }
         rounds.append({**seconds, "ratio": seconds["incremental"] / seconds["baseline"]})
         print(
-            f"baseline {seconds['baseline']:.1f} s, incremental {seconds['incremental']:.1f} s: {rounds[-1]['ratio']:.2f}x"
+            f"baseline {seconds['baseline']:.1f} s, incremental {seconds['incremental']:.1f} s: "
+            f"{rounds[-1]['ratio']:.2f}x"
         )
     results = {
         "host": host(),

@@ -220,7 +220,8 @@ def compare_with_perl(scorer: Path, key: Path, response: Path, ours: CorpusScore
         agree = counts_agree and our_rpf == perl_rpf
         all_agree &= agree
         print(
-            f"  {metric:6} perl {' / '.join(f'{v:6.2f}' for v in perl_rpf)}   ours {' / '.join(f'{v:6.2f}' for v in our_rpf)}"
+            f"  {metric:6} perl {' / '.join(f'{v:6.2f}' for v in perl_rpf)}   "
+            f"ours {' / '.join(f'{v:6.2f}' for v in our_rpf)}"
             f"   raw counts {'equal' if counts_agree else 'DIFFER'}   perl {seconds:.2f} s"
         )
     mentions = ours.mentions

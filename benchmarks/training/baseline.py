@@ -10,9 +10,9 @@ Run: python benchmarks/training/baseline.py [--minutes 60] [--throughput-steps 3
    the dev learning curve and the peak resident memory.
 4. Inference cost: full prediction time vs the encoder's own forward time on the
    test documents, in fp32 and in the run's precision (``precision: auto``: bf16-mixed on a device
-   that computes it natively, else fp32), the latter with each ``--inference-antecedents`` count (``max_top_antecedents`` at
-   inference) and each ``--inference-min-coarse-scores`` floor (``min_coarse_score``, with the
-   model's antecedents), with the test F1 of each; plotted to ``inference_tradeoff.png``.
+   that computes it natively, else fp32), the latter with each ``--inference-antecedents`` count
+   (``max_top_antecedents`` at inference) and each ``--inference-min-coarse-scores`` floor (``min_coarse_score``,
+   with the model's antecedents), with the test F1 of each; plotted to ``inference_tradeoff.png``.
 5. Throughput at the peer configuration (seg 384, 3 training segments, ffnn 1000,
    coref_depth 1, 50 antecedents, lr 2e-5/2e-4, all spans) in the run's precision:
    documents/s over ``--throughput-steps``: the host's speed, the reference for every timed figure.

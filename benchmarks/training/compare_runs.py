@@ -1,4 +1,5 @@
-"""Dev learning curves of several `benchmarks/training/baseline.py` runs in one picture, by step and by minutes of steps.
+"""Dev learning curves of several `benchmarks/training/baseline.py` runs in one picture, by step and by minutes of
+steps.
 
 Run: python benchmarks/training/compare_runs.py --out PNG LABEL=WORK_DIR [LABEL=WORK_DIR ...]
 
@@ -31,7 +32,7 @@ def curve(work_dir: Path) -> tuple[list[int], list[float], float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--title", default="LitBank dev CoNLL F1")
     parser.add_argument("runs", nargs="+", metavar="LABEL=WORK_DIR")

@@ -104,7 +104,8 @@ def main() -> None:
             started = time.perf_counter()
             rows[name] = dev_f1(build_incremental(CorefModel.load(args.baseline_dir), config), dev)
             print(
-                f"at initialisation, recommended, {name:<28} dev {rows[name]:6.2f}  ({time.perf_counter() - started:.0f} s)"
+                f"at initialisation, recommended, {name:<28} dev {rows[name]:6.2f}  "
+                f"({time.perf_counter() - started:.0f} s)"
             )
         results["inference_recommended"] = rows
     if args.only in (None, "training"):

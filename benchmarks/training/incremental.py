@@ -133,7 +133,8 @@ def score_only(args: argparse.Namespace) -> None:
         for _ in range(args.rounds)
     ]
     print(
-        f"{'round':<6} {'baseline F1':>12} {'incremental F1':>15} {'baseline s/doc':>15} {'incremental s/doc':>18} {'ratio':>6}"
+        f"{'round':<6} {'baseline F1':>12} {'incremental F1':>15} {'baseline s/doc':>15} "
+        f"{'incremental s/doc':>18} {'ratio':>6}"
     )
     for number, scores in enumerate(rounds, 1):
         base, incr = scores["baseline"], scores["incremental"]
@@ -265,7 +266,8 @@ def main() -> None:
     if args.score_only:
         if not (args.score_only / "coref_config.json").is_file():
             sys.exit(
-                f"no model at {args.score_only}: give the run/best directory of a benchmarks/training/incremental.py run"
+                f"no model at {args.score_only}: give the run/best directory of a "
+                "benchmarks/training/incremental.py run"
             )
         if args.rounds < 1:
             sys.exit(f"--rounds must be at least 1, got {args.rounds}")

@@ -139,7 +139,8 @@ def main() -> None:
     reference = next(iter(results))
     for name, figures in list(results.items())[1:]:  # > 1: slower than the first row
         print(
-            f"{name}, time / {reference}'s: inference {figures['inference_s'] / results[reference]['inference_s']:.2f}x, "
+            f"{name}, time / {reference}'s: "
+            f"inference {figures['inference_s'] / results[reference]['inference_s']:.2f}x, "
             f"training step {step_seconds(figures) / step_seconds(results[reference]):.2f}x"
         )
     OUTPUT.parent.mkdir(parents=True, exist_ok=True)

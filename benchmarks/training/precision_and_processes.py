@@ -1,6 +1,7 @@
 """Precision and processes on this machine: fp32 vs bf16-mixed, one process vs two (gloo).
 
-Run: python benchmarks/training/precision_and_processes.py [--minutes 8] [--epochs 2] [--steps 20] [--part precision|processes|all]
+Run: python benchmarks/training/precision_and_processes.py [--minutes 8] [--epochs 2] [--steps 20]
+     [--part precision|processes|all]
 
 1. Precision: the ``cpu_minilm`` preset on the shared LitBank fold 0 (train; dev for the
    score), once at ``precision: 32`` and once at ``bf16-mixed``, each for a training-time

@@ -5,7 +5,7 @@ the benchmarks all call::
 
     from coref_pipeline import preprocess_corpus, segment_corpus      # CoNLL-2012 -> jsonlines
     from coref_pipeline import train_baseline, train_incremental      # jsonlines -> model directory
-    from coref_pipeline import pretrain_encoder                       # jsonlines -> encoder directory (SpanBERT's objectives)
+    from coref_pipeline import pretrain_encoder                       # jsonlines -> encoder directory (SpanBERT)
     from coref_pipeline import CorefModel                             # CorefModel.load(DIR).predict(text)
     from coref_pipeline import evaluate_predictions                   # official CoNLL-2012 metrics
 """

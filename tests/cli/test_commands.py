@@ -412,7 +412,8 @@ def test_predict_on_joshi_jsonlines_with_words_writes_conll_and_html(tmp_path, t
         ('{"text": "fine"}\n\n{"txt": "typo"}\n', ".jsonl", "in.jsonl:3: a record needs exactly one of"),
         ('{"sentences": "Ada wrote."}\n', ".jsonl", "in.jsonl:1: 'sentences' must be a list of lists of words"),
         (
-            '{"text": "a"}\n{"doc_key": "d", "sentences": [], "speakers": [], "sentence_map": [], "subtoken_map": []}\n',
+            '{"text": "a"}\n'
+            '{"doc_key": "d", "sentences": [], "speakers": [], "sentence_map": [], "subtoken_map": []}\n',
             ".jsonl",
             "in.jsonl:2: the file mixes Joshi-format documents and text/sentence records",
         ),

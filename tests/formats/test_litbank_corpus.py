@@ -1,4 +1,5 @@
-"""The main job's corpus, LitBank fold 0 in data/01_raw/litbank: the copy the tests and benchmarks read, and its licence."""
+"""The main job's corpus, LitBank fold 0 in data/01_raw/litbank: the copy the tests and benchmarks read, and its
+licence."""
 
 from __future__ import annotations
 

@@ -107,7 +107,9 @@ tools = TEXT.translate(_SAME_LENGTH_FOR_TOOLS)
 tokenizer = NLTKWordTokenizer()
 package = [(s + a, s + b) for s, e in sentence_spans(TEXT) for a, b in tokenizer.span_tokenize(tools[s:e])]
 classifier = SklearnClassifier(LogisticRegression()).train([({"a": 1}, "x"), ({"a": 0}, "y")])
-print(json.dumps({"loaded": loaded, "ours": ours.word_spans, "package": package, "label": classifier.classify({"a": 1})}))
+print(
+    json.dumps({"loaded": loaded, "ours": ours.word_spans, "package": package, "label": classifier.classify({"a": 1})})
+)
 """
 
 

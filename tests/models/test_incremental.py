@@ -922,7 +922,8 @@ def test_mention_slots_stay_bounded_and_leave_with_their_entity_on_a_long_docume
 def test_update_runs_only_when_entity_representations_are_scored(representation):
     """Without scored representations UPDATE (the update network) is skipped: it would change nothing scored.
 
-    That the decisions are still the baseline's is test_entities_scored_by_all_their_mentions_make_the_baselines_decisions.
+    That the decisions are still the baseline's is
+    test_entities_scored_by_all_their_mentions_make_the_baselines_decisions.
     """
     torch.manual_seed(0)
     config = incremental_config(

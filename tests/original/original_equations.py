@@ -98,7 +98,8 @@ def bucket_distance(distances: np.ndarray) -> np.ndarray:
 
 
 def extract_spans(scores: np.ndarray, starts: np.ndarray, ends: np.ndarray, k: int) -> list[int]:
-    """``coref_kernels.cc``'s ExtractSpans: by descending score, skipping spans that cross a kept one, then by (start, end)."""
+    """``coref_kernels.cc``'s ExtractSpans: by descending score, skipping spans that cross a kept one, then by
+    (start, end)."""
     kept: list[int] = []
     for index in sorted(range(len(scores)), key=lambda i: -scores[i]):
         start, end = starts[index], ends[index]

@@ -1,4 +1,5 @@
-"""Importing the original's TensorFlow checkpoints: scores equal to the original's equations, the mapping, the errors."""
+"""Importing the original's TensorFlow checkpoints: scores equal to the original's equations, the mapping, the
+errors."""
 
 from __future__ import annotations
 

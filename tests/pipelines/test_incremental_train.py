@@ -124,8 +124,8 @@ DEFAULTS_BEFORE_PRESETS = {
         "crop_training_documents": False, "dropout_rate": 0.4,
     },
     "training": {
-        "seed": 13, "num_epochs": 10, "task_learning_rate": 2.0e-04, "bert_learning_rate": 1.0e-05, "gradient_clip": 10.0,
-        "patience": 5, "eval_frequency": 14, "report_frequency": 7, "checkpoint_frequency": 14,
+        "seed": 13, "num_epochs": 10, "task_learning_rate": 2.0e-04, "bert_learning_rate": 1.0e-05,
+        "gradient_clip": 10.0, "patience": 5, "eval_frequency": 14, "report_frequency": 7, "checkpoint_frequency": 14,
     },
 }  # fmt: skip
 

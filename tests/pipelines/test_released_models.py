@@ -106,8 +106,8 @@ def test_predict_raw_text(imported_tiny_coref, tmp_path):
     # the command line reads the same directory
     (tmp_path / "story.txt").write_text(text)
     with pytest.raises(SystemExit) as exited:
-        main(["predict", "--model", str(imported_tiny_coref), str(tmp_path / "story.txt"), str(tmp_path / "story.jsonl"),
-              "--genre", "bn", "--device", "cpu"])  # fmt: skip
+        main(["predict", "--model", str(imported_tiny_coref), str(tmp_path / "story.txt"),
+              str(tmp_path / "story.jsonl"), "--genre", "bn", "--device", "cpu"])  # fmt: skip
     assert exited.value.code == 0
     written = json.loads((tmp_path / "story.jsonl").read_text())
     assert written["mention_strings"] == model.predict(text, genre="bn").mention_strings
@@ -115,7 +115,8 @@ def test_predict_raw_text(imported_tiny_coref, tmp_path):
 
 def test_incremental_train_starts_from_the_taken_model(imported_tiny_coref, tmp_path):
     segmented, record = segmented_for(imported_tiny_coref)
-    baseline = coref_train(segmented, record, coref_train_params(tmp_path / "baseline", take_from=str(imported_tiny_coref)),
+    baseline = coref_train(segmented, record,
+                           coref_train_params(tmp_path / "baseline", take_from=str(imported_tiny_coref)),
                            released_conll("dev"), False)  # fmt: skip
     params = {
         "work_dir": str(tmp_path / "incremental"),
@@ -167,7 +168,8 @@ def test_init_from_continues_the_originals_optimiser_state(tmp_path, caplog):
     [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Continuing the original's")]
     assert line == (
         "Continuing the original's optimiser state at step 1 of 56040: learning rates "
-        f"task_learning_rate {expected['task_learning_rate']:.6g}, bert_learning_rate {expected['bert_learning_rate']:.6g}"
+        f"task_learning_rate {expected['task_learning_rate']:.6g}, "
+        f"bert_learning_rate {expected['bert_learning_rate']:.6g}"
     )
     checkpoints = tmp_path / "run" / "checkpoints"
     latest = json.loads((checkpoints / (checkpoints / "LATEST").read_text().strip() / "state.json").read_text())

@@ -93,11 +93,8 @@ def test_the_route_needs_a_cpu_at_avx512(monkeypatch):
 
 @needs_onednn
 @pytest.mark.parametrize("capability", ["AVX512", "AVX2"])
-def test_the_engine_routes_fp32_training_forwards_where_the_cpu_takes_it(monkeypatch, capability):
+def test_the_engine_routes_fp32_training_forwards_where_the_cpu_takes_it(monkeypatch, onednn_caches_unset, capability):
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
-    for name in ONEDNN_CACHE_ENVIRONMENT:  # absent, and restored as it was after the test
-        monkeypatch.setenv(name, "")
-        monkeypatch.delenv(name)
     calls = Calls(monkeypatch)
     trained = tiny_baseline(dropout=0.0)
     document = trained.tensorize(DOCUMENTS[0])
@@ -115,11 +112,9 @@ def test_the_engine_routes_fp32_training_forwards_where_the_cpu_takes_it(monkeyp
     assert calls.count == routed  # bf16 autocast: torch's own reduced-precision path
 
 
-def test_a_users_cache_setting_stands(monkeypatch):
+def test_a_users_cache_setting_stands(monkeypatch, onednn_caches_unset):
     own, unset = ONEDNN_CACHE_ENVIRONMENT  # the user sets the first, not the second
     monkeypatch.setenv(own, str(onednn.ONEDNN_CACHE_CAPACITY + 8))
-    monkeypatch.setenv(unset, "")  # restored as it was after the test
-    monkeypatch.delenv(unset)
     bound_onednn_caches()
     assert os.environ[own] == str(onednn.ONEDNN_CACHE_CAPACITY + 8)
     assert os.environ[unset] == ONEDNN_CACHE_ENVIRONMENT[unset]

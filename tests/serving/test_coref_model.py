@@ -155,8 +155,8 @@ def test_a_model_loaded_for_prediction_predicts_what_transformers_encoder_predic
 def test_a_model_loaded_for_prediction_draws_no_initial_weights_and_imports_no_compiler(tmp_path):
     """The weights are copied into a model built on the meta device without drawing its initial values: drawing a
     meta embedding's (torch computes ``normal_`` there in Python behind a guard) imported ``torch._dynamo``, 1.1 s of
-    a ``predict`` command on a 2-core CPU (``PYTHONPROFILEIMPORTTIME``). Loaded for prediction and predicting, both models import neither it
-    nor transformers' model stack; a fresh process, so that no other test's imports count."""
+    a ``predict`` command on a 2-core CPU (``PYTHONPROFILEIMPORTTIME``). Loaded for prediction and predicting, both
+    models import neither it nor transformers' model stack; a fresh process, so that no other test's imports count."""
     script = textwrap.dedent(
         """
         import sys
@@ -188,7 +188,11 @@ def test_segmented_documents_are_predicted_without_transformers_pandas_or_sympy(
         models = [CorefModel.load(directory, for_prediction=True) for directory in sys.argv[2:-1]]
         for model in models:
             model.check_segmentation(documents, None, "documents.jsonlines")
-            print(json.dumps([document["predicted_clusters"] for document in model.predict_documents(documents, progress=False)]))
+            print(
+                json.dumps(
+                    [document["predicted_clusters"] for document in model.predict_documents(documents, progress=False)]
+                )
+            )
         print(sorted(name for name in ("transformers", "pandas", "sympy") if name in sys.modules))
         for model in models:
             print(json.dumps(model.predict(sys.argv[-1]).to_dict()))
@@ -553,11 +557,8 @@ def test_prediction_runs_in_evaluation_mode_and_gives_a_model_in_training_mode_b
         model.model.eval()
 
 
-def test_a_model_on_a_cpu_holds_onednns_caches(monkeypatch, tmp_path):
+def test_a_model_on_a_cpu_holds_onednns_caches(onednn_caches_unset, tmp_path):
     """A kernel kept for each document's shapes grew a long bf16 prediction by a gigabyte (runtime.onednn)."""
-    for name in ONEDNN_CACHE_ENVIRONMENT:  # absent, and restored as it was after the test
-        monkeypatch.setenv(name, "")
-        monkeypatch.delenv(name)
     baseline_dir, _ = save_tiny_models(tmp_path)
     CorefModel.load(baseline_dir)
     assert {name: os.environ.get(name) for name in ONEDNN_CACHE_ENVIRONMENT} == ONEDNN_CACHE_ENVIRONMENT

@@ -13,8 +13,9 @@ DESCRIPTION = (
     "spanbert_base, bert_large, spanbert_large, or one trained with their code) as a baseline model directory. "
     "CHECKPOINT_DIR holds model.max.ckpt.index and .data-00000-of-00001 (or the checkpoint its 'checkpoint' file "
     "names), bert_config.json, vocab.txt and experiments.conf. OUT_MODEL_DIR: a new directory (or a model "
-    "directory to replace), written whole or not at all, with a model card (README.md); CorefModel.load, predict, evaluate, coref_train "
-    "(init_from, take_from) and so incremental_train read it. TensorFlow is not needed."
+    "directory to replace), written whole or not at all, with a model card (README.md); CorefModel.load, "
+    "predict, evaluate, coref_train (init_from, take_from) and so incremental_train read it. TensorFlow is not "
+    "needed."
 )
 
 

@@ -13,7 +13,8 @@ from coref_pipeline.cli import CommandError
 logger = logging.getLogger(__name__)
 
 DESCRIPTION = (
-    'INPUT: a .txt file (one document); a folder of .txt files (each a document named by its file); a .jsonl of {"text": ...} or {"sentences": [[...]], '
+    "INPUT: a .txt file (one document); a folder of .txt files (each a document named by its file); "
+    'a .jsonl of {"text": ...} or {"sentences": [[...]], '
     '"speakers": ...} records (optional "genre", "doc_key"); or Joshi-format jsonlines. '
     "OUTPUT: jsonlines, one record per document: for text and sentence records the words, sentences, "
     "clusters as word spans (inclusive), char_clusters as character spans into the text (end "
@@ -50,7 +51,8 @@ DESCRIPTION = (
 @click.option(
     "--max-antecedents",
     type=click.IntRange(min=1),
-    help="baseline: antecedents per span scored by the fine FFNN (default: the model's max_top_antecedents: 50, or 25 for cpu_minilm's fp32 head); fewer is faster",
+    help="baseline: antecedents per span scored by the fine FFNN (default: the model's max_top_antecedents: 50, "
+    "or 25 for cpu_minilm's fp32 head); fewer is faster",
 )
 @click.option(
     "--min-coarse-score",

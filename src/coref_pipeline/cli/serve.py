@@ -1,4 +1,5 @@
-"""``coref-pipeline serve --model DIR_OR_ID``: the JSON API and the page over one model (``coref_pipeline.serving.server``)."""
+"""``coref-pipeline serve --model DIR_OR_ID``: the JSON API and the page over one model
+(``coref_pipeline.serving.server``)."""
 
 from __future__ import annotations
 

@@ -140,7 +140,8 @@ def singleton_share(documents: Sequence[Mapping[str, Any]]) -> float:
 
 
 def partition_name(split: str, language: str, max_segment_len: int | str) -> str:
-    """The jsonlines partition of a split at a segment length (a ``SegmentLength`` label), named as ``minimize.py`` names files."""
+    """The jsonlines partition of a split at a segment length (a ``SegmentLength`` label), named as ``minimize.py``
+    names files."""
     return f"{split}.{language}.{max_segment_len}"
 
 

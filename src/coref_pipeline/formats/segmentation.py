@@ -83,7 +83,8 @@ class SegmentLength:
             return cls(MAX_SENTENCE_SEGMENT_LEN, sentences)
         if isinstance(value, bool) or not text.isdigit():
             raise ValueError(
-                f"segment length {value!r}: a number of subtokens (e.g. 384) or of sentences (e.g. '5{SENTENCES_SUFFIX}')"
+                f"segment length {value!r}: a number of subtokens (e.g. 384) "
+                f"or of sentences (e.g. '5{SENTENCES_SUFFIX}')"
             )
         if int(text) < 3:
             raise ValueError(f"segment length {value!r}: at least 3 subtokens ([CLS], a word, [SEP])")
@@ -163,7 +164,8 @@ class SegmentationRecord:
         self.check_length(max_segment_len, what, resegment)
 
     def check_length(self, max_segment_len: int | str | None, what: str, resegment: str) -> None:
-        """Raise :class:`SegmentationMismatchError` unless the documents were segmented at ``max_segment_len`` (None: any)."""
+        """Raise :class:`SegmentationMismatchError` unless the documents were segmented at ``max_segment_len``
+        (None: any)."""
         if max_segment_len is not None and max_segment_len not in self.max_segment_lens:
             raise SegmentationMismatchError(
                 f"the documents were segmented at max_segment_len {list(self.max_segment_lens)}, {what} reads "

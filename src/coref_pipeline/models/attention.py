@@ -41,7 +41,8 @@ def attention_forward(
     scaling: float | None = None,
     **kwargs,
 ) -> tuple[torch.Tensor, None]:
-    """HF's attention-function signature: ``[batch, heads, len, head_dim]`` in, ``[batch, len, heads, head_dim]`` out."""
+    """HF's attention-function signature: ``[batch, heads, len, head_dim]`` in, ``[batch, len, heads, head_dim]``
+    out."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
     if not dropout or query.device.type != "cpu" or key.shape[1] != query.shape[1]:

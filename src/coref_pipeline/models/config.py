@@ -448,7 +448,8 @@ def split_settings(
     unknown = sorted(key for key in values if key not in model_keys and key not in training_keys)
     if unknown:
         raise ConfigError(
-            f"unknown {where} key(s) {unknown}; model keys: {sorted(model_keys)}; training keys: {sorted(training_keys)}"
+            f"unknown {where} key(s) {unknown}; model keys: {sorted(model_keys)}; "
+            f"training keys: {sorted(training_keys)}"
         )
     model = (build or model_class.from_dict)({k: v for k, v in values.items() if k in model_keys})
     training = TrainingConfig.from_dict({k: v for k, v in values.items() if k in training_keys})
@@ -483,7 +484,8 @@ class CorefTrainParameters(Config):
     def __post_init__(self) -> None:
         if self.encoder_from is not None and (self.init_from is not None or self.take_from is not None):
             raise ConfigError(
-                "coref_train: encoder_from starts from an encoder, init_from and take_from from a trained model; set one"
+                "coref_train: encoder_from starts from an encoder, init_from and take_from from a trained model; "
+                "set one"
             )
 
     def settings(self) -> tuple[BaselineConfig, TrainingConfig]:

@@ -43,7 +43,8 @@ class RequestError(Exception):
 
 
 def parse_request(body: bytes, max_chars: int) -> tuple[list[str], str | None, bool]:
-    """The texts of a ``/predict`` body, its genre, and whether it was a batch; a bad body is a :class:`RequestError`."""
+    """The texts of a ``/predict`` body, its genre, and whether it was a batch; a bad body is a
+    :class:`RequestError`."""
     try:
         request = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -258,7 +259,10 @@ function render(record) {
   let position = 0;
   const open = [];
   function text_until(stop) {
-    if (stop > position) { (open.length ? open[open.length - 1].node : out).append(text.slice(position, stop)); position = stop; }
+    if (stop > position) {
+      (open.length ? open[open.length - 1].node : out).append(text.slice(position, stop));
+      position = stop;
+    }
   }
   function close_until(stop) {
     while (open.length && open[open.length - 1].end <= stop) {
@@ -287,4 +291,4 @@ document.getElementById("go").addEventListener("click", async () => {
 });
 </script>
 </body></html>
-"""
+"""  # noqa: E501 (the textarea's example text is one line of the page)

@@ -1,5 +1,6 @@
 """Training: one loop and one training step (``loop``), optimisers (``optim``), checkpoints and run identity
-(``checkpoints``), devices, processes and precision (``engine``), and a recipe per model (``baseline``, ``incremental``).
+(``checkpoints``), devices, processes and precision (``engine``), and a recipe per model (``baseline``,
+``incremental``).
 
 The entry points a user, the CLI, a benchmark and the Kedro nodes call::
 

@@ -306,7 +306,8 @@ def model_optimisers(
     if config.optimiser == "original":
         if not hasattr(model, "count_lookup_rows"):
             raise ConfigError(
-                f"optimiser: original is the baseline's (Joshi et al.'s TensorFlow code); {type(model).__name__} trains with optimiser: torch"
+                f"optimiser: original is the baseline's (Joshi et al.'s TensorFlow code); "
+                f"{type(model).__name__} trains with optimiser: torch"
             )
         if config.world_size == 1:  # several processes: dense norms (each rank's rows would clip each rank apart)
             optimisers.lookup_rows = LookupRows(model.lookup_parameters())

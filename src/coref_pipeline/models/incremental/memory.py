@@ -321,8 +321,8 @@ class EntityMemory:
         distance: int | None = None,
         from_start: bool = False,
     ) -> list[int]:
-        """End the segment: merge the fresh columns into the base ones, detached, and, with ``position``, evict the entities
-        the policy names there (``leaving``; their mentions stay for the output): one gather of the table's
+        """End the segment: merge the fresh columns into the base ones, detached, and, with ``position``, evict the
+        entities the policy names there (``leaving``; their mentions stay for the output): one gather of the table's
         rows. Returns the evicted entities' ids, in column order."""
         leaving = self.leaving(position, singleton_distance, distance, from_start) if position is not None else []
         gone = set(leaving)

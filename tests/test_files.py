@@ -19,6 +19,8 @@ from coref_pipeline.files import (
     HOLDER_FILE,
     LOCK_FILE,
     DirectoryInUseError,
+    OutputInUseError,
+    ResumableJsonLines,
     atomic_write_text,
     clear_directory,
     directory_holder,
@@ -120,3 +122,82 @@ def test_a_file_in_the_way_of_a_folder_is_one_line(tmp_path):
         make_directory(tmp_path / "work")
     with pytest.raises(OutputError, match=r"cannot write .*work/checkpoints: a file is in the way"):
         make_directory(tmp_path / "work" / "checkpoints")
+
+
+# ------------------------------------------------------------------ a jsonlines output a killed writer goes on with
+
+WRITE_AND_WAIT = textwrap.dedent(
+    """
+    import sys, time
+    from coref_pipeline.files import ResumableJsonLines
+    with ResumableJsonLines(sys.argv[1], {"run": 1}) as output:
+        output.write({"n": 0})
+        print("writing", flush=True)
+        time.sleep(600)
+    """
+)
+
+
+def leftovers(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.iterdir())
+
+
+def test_records_reach_the_output_whole_at_commit_and_nothing_else_is_left(tmp_path):
+    path = tmp_path / "out" / "predicted.jsonl"
+    with ResumableJsonLines(path, {"model": "m"}) as output:
+        assert output.done == 0
+        for number in range(3):
+            output.write({"n": number})
+        assert not path.exists()  # whole or not at all
+        assert list(output.records()) == [{"n": 0}, {"n": 1}, {"n": 2}]
+        output.commit()
+    assert path.read_text(encoding="utf-8") == "".join(json.dumps({"n": n}) + "\n" for n in range(3))
+    assert leftovers(path.parent) == ["predicted.jsonl"]
+
+
+def test_a_killed_writers_complete_records_are_kept_for_the_same_settings(tmp_path):
+    path = tmp_path / "predicted.jsonl"
+    process = subprocess.Popen(
+        [sys.executable, "-c", WRITE_AND_WAIT, str(path)], stdout=subprocess.PIPE, text=True, cwd=tmp_path
+    )
+    try:
+        assert process.stdout.readline().strip() == "writing"
+        with pytest.raises(OutputInUseError, match="is being written by another process"):  # one writer at a time
+            with ResumableJsonLines(path, {"run": 1}):
+                pytest.fail("opened a file another process writes")
+    finally:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+    with open(f"{path}.partial", "a", encoding="utf-8") as partial:
+        partial.write('{"n": 1, "cut sh')  # a record the kill cut short
+    with ResumableJsonLines(path, {"run": 1}) as output:
+        assert output.done == 1
+        output.write({"n": 1})
+        output.commit()
+    assert read_jsonl(path) == [{"n": 0}, {"n": 1}]
+    assert leftovers(tmp_path) == ["predicted.jsonl"]
+
+
+def test_records_written_with_other_settings_are_not_kept(tmp_path, caplog):
+    path = tmp_path / "predicted.jsonl"
+    with pytest.raises(KeyboardInterrupt), ResumableJsonLines(path, {"model": "a", "lengths": (1, 2)}) as output:
+        output.write({"n": 0})
+        raise KeyboardInterrupt  # stopped with a record written: it stays for the next run
+    with ResumableJsonLines(path, {"model": "a", "lengths": [1, 2]}) as output:  # the same settings, as JSON reads
+        assert output.done == 1
+    with ResumableJsonLines(path, {"model": "b", "lengths": [1, 2]}) as output:
+        assert output.done == 0 and list(output.records()) == []
+        output.commit()
+    assert path.read_bytes() == b""
+    assert "written with other settings: started again" in caplog.text
+
+
+def test_a_writer_stopped_before_its_first_record_leaves_nothing(tmp_path):
+    path = tmp_path / "predicted.jsonl"
+    with pytest.raises(ValueError), ResumableJsonLines(path, {"model": "a"}):
+        raise ValueError("the first document is too long")
+    assert leftovers(tmp_path) == []
+
+
+def read_jsonl(path: Path) -> list:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]

@@ -10,12 +10,16 @@ naming the target.
 directory) for as long as it runs: an OS file lock, released when the process
 ends however it ends, so a second run on the same folder is refused at once and a
 killed holder's folder is free again.
+
+:class:`ResumableJsonLines` writes a jsonlines file a record at a time, whole or
+not at all, and lets the next run of a killed writer go on from its last record.
 """
 
 from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import shutil
 import socket
@@ -27,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from coref_pipeline.errors import UserError, output_error
+
+logger = logging.getLogger(__name__)
 
 
 @contextmanager
@@ -194,3 +200,111 @@ def clear_directory(path: str | Path) -> None:
                 entry.unlink()
         except OSError as error:
             raise output_error(entry, error) from error
+
+
+class OutputInUseError(UserError, RuntimeError):
+    """A file another live process is writing (:class:`ResumableJsonLines`)."""
+
+
+class ResumableJsonLines:
+    """A jsonlines file written a record at a time and still whole or not at all, which a killed writer's next run
+    goes on writing.
+
+    The records go to ``NAME.partial`` beside ``path``, each flushed as it is written, and :meth:`commit` renames
+    that file onto ``path``. Beside the partial file, ``NAME.partial.json`` keeps the settings it is written with
+    (what decides its records: the input, the model, the options). A writer opened with the same settings keeps the
+    complete records there (:attr:`done`; a record cut short by a kill is dropped) and appends after them; one with
+    other settings empties it first. One process writes it at a time: an OS file lock (``NAME.partial.lock``)
+    refuses a second at once, and goes with its process however that ends.
+    """
+
+    def __init__(self, path: str | Path, settings: dict[str, Any]) -> None:
+        self.path = Path(path)
+        self.partial = self.path.with_name(f"{self.path.name}.partial")
+        self.settings_path = self.path.with_name(f"{self.partial.name}.json")
+        self.lock_path = self.path.with_name(f"{self.partial.name}.lock")
+        self.settings = json.loads(json.dumps(settings))  # as it reads back: tuples as lists
+        self.done = 0  # complete records found in the partial file (its settings the same)
+        self.written = 0  # records written by this writer
+        self._handle: Any = None
+        self._lock: Any = None
+
+    def __enter__(self) -> ResumableJsonLines:
+        from filelock import FileLock, Timeout
+
+        make_directory(self.path.parent)
+        self._lock = FileLock(str(self.lock_path), timeout=0)
+        try:
+            self._lock.acquire()
+        except Timeout:
+            raise OutputInUseError(
+                f"{self.path} is being written by another process (it holds {self.lock_path}): "
+                "wait for it to end, or write another file"
+            ) from None
+        except OSError as error:
+            raise output_error(self.lock_path, error) from error
+        try:
+            self.done = self._kept_records()
+            self._handle = self.partial.open("a", encoding="utf-8")
+        except OSError as error:
+            self._lock.release()
+            raise output_error(self.partial, error) from error
+        except BaseException:
+            self._lock.release()
+            raise
+        return self
+
+    def _kept_records(self) -> int:
+        """The complete records of a partial file written with the same settings; else an empty one, and these
+        settings beside it (the partial emptied first, so that a kill between the two writes keeps nothing)."""
+        try:
+            kept = json.loads(self.settings_path.read_text(encoding="utf-8")) if self.partial.is_file() else None
+        except (OSError, ValueError):
+            kept = None
+        if kept == self.settings:
+            count, end = 0, 0
+            with self.partial.open("rb+") as handle:
+                while chunk := handle.read(1 << 20):
+                    last = chunk.rfind(b"\n")
+                    if last >= 0:
+                        count += chunk.count(b"\n")
+                        end = handle.tell() - len(chunk) + last + 1
+                handle.truncate(end)  # a record cut short by a kill
+            return count
+        if self.partial.is_file():
+            logger.warning("%s was written with other settings: started again", self.partial)
+        self.partial.write_bytes(b"")
+        atomic_write_json(self.settings, self.settings_path)
+        return 0
+
+    def write(self, record: Any) -> None:
+        """Append one record, flushed to the operating system (a killed process loses none written)."""
+        try:
+            self._handle.write(json.dumps(record) + "\n")
+            self._handle.flush()
+            self.written += 1
+        except OSError as error:
+            raise output_error(self.partial, error) from error
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Every record written so far, those kept from a killed run first."""
+        self._handle.flush()
+        yield from read_jsonlines(self.partial)
+
+    def commit(self) -> None:
+        """The partial file renamed onto ``path``; its settings and lock file removed."""
+        try:
+            self._handle.close()
+            os.replace(self.partial, self.path)
+            self.settings_path.unlink(missing_ok=True)
+            self.lock_path.unlink(missing_ok=True)
+        except OSError as error:
+            raise output_error(self.path, error) from error
+
+    def __exit__(self, error_type: type[BaseException] | None, *exc: object) -> None:
+        if self._handle is not None and not self._handle.closed:
+            self._handle.close()
+        if error_type is not None and not self.done + self.written:  # nothing to go on from: nothing left behind
+            for path in (self.partial, self.settings_path, self.lock_path):
+                path.unlink(missing_ok=True)
+        self._lock.release()

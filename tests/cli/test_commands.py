@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -385,6 +386,70 @@ def test_predict_on_text_and_sentence_records(tmp_path, tiny_models):
         assert written[1]["sentences"] == [["Ada", "wrote", "."], ["She", "smiled", "."]]
         assert written[1]["text"] == "Ada wrote .\nShe smiled ."
         assert written[2]["clusters"] == [] and written[2]["sentences"] == []
+
+
+def stop_after(monkeypatch, count: int, received: list) -> None:
+    """``predict_many`` stopped as by Ctrl-C or a kill after ``count`` documents; ``received`` counts what it gets."""
+    from coref_pipeline.serving.coref_model import CorefModel
+
+    predict_many = getattr(CorefModel.predict_many, "unstopped", CorefModel.predict_many)
+
+    def stopped(self, documents, *args, **kwargs):
+        received.append(len(documents))
+        for number, result in enumerate(predict_many(self, documents, *args, **kwargs)):
+            if number == count:
+                raise KeyboardInterrupt
+            yield result
+
+    stopped.unstopped = predict_many
+    monkeypatch.setattr(CorefModel, "predict_many", stopped)
+
+
+def test_a_stopped_predict_goes_on_from_its_last_document(tmp_path, tiny_models, monkeypatch, caplog):
+    """Stopped after two of five documents (and a record cut short after them, as a kill leaves it), the same
+    command predicts the other three and writes the bytes of a run never stopped; other settings start again."""
+    caplog.set_level(logging.INFO, logger="coref_pipeline")
+    baseline, _ = tiny_models
+    source = tmp_path / "docs.jsonl"
+    texts = [f"Ada wrote note {n}. She sent it to Charles, and he read it {n + 1} times." for n in range(5)]
+    source.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
+    argv = ["predict", "--model", str(baseline), "--precision", "32", str(source)]
+    assert run([*argv, str(tmp_path / "whole.jsonl")]) == 0
+    assert run([*argv, str(tmp_path / "whole_bc.jsonl"), "--genre", "bc"]) == 0
+    output, partial = tmp_path / "out.jsonl", tmp_path / "out.jsonl.partial"
+    received: list[int] = []
+    stop_after(monkeypatch, 2, received)
+    assert run([*argv, str(output)]) != 0
+    assert not output.exists() and len(partial.read_text(encoding="utf-8").splitlines()) == 2
+    with partial.open("a", encoding="utf-8") as handle:
+        handle.write('{"doc_key": "docs/3", "te')
+    stop_after(monkeypatch, 5, received)  # not stopped: counts what it is given
+    assert run([*argv, str(output)]) == 0
+    assert received == [5, 3]  # the three documents the stopped run had not written
+    assert "Going on from a run before: 2 of 5 documents" in caplog.text
+    assert output.read_bytes() == (tmp_path / "whole.jsonl").read_bytes()
+    assert sorted(path.name for path in tmp_path.glob("out.*")) == ["out.jsonl", "out.prediction.json"]
+    stop_after(monkeypatch, 2, received)
+    assert run([*argv, str(output)]) != 0
+    stop_after(monkeypatch, 5, received)
+    assert run([*argv, str(output), "--genre", "bc"]) == 0  # other settings: all five predicted again
+    assert received[-1] == 5 and output.read_bytes() == (tmp_path / "whole_bc.jsonl").read_bytes()
+
+
+def test_predict_stopped_by_a_bad_document_keeps_those_before_it(tmp_path, tiny_models, capsys, caplog):
+    caplog.set_level(logging.INFO, logger="coref_pipeline")
+    source = tmp_path / "docs.jsonl"
+    texts = ["Ada wrote a note.", "She sent it to Charles.", "Ada wrote a note. " * 40]
+    source.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
+    argv = ["predict", "--model", str(tiny_models[0]), str(source), str(tmp_path / "o.jsonl"), "--max-subtokens", "50"]
+    assert run(argv) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress bar
+    assert error.startswith("error: ") and str(tmp_path / "o.jsonl.partial") in error, error
+    assert "max_inference_subtokens=50" in error and "the 2 documents before it are kept" in error, error
+    assert not (tmp_path / "o.jsonl").exists()
+    assert run([*argv[:-1], "400"]) == 0  # another length limit goes on after the two
+    assert "Going on from a run before: 2 of 3 documents" in caplog.text
+    assert [record["text"] for record in read_jsonlines(tmp_path / "o.jsonl")] == texts
 
 
 def test_predict_on_joshi_jsonlines_with_words_writes_conll_and_html(tmp_path, tiny_models, tiny_tokenizer_dir):

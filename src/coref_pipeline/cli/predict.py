@@ -99,8 +99,9 @@ def predict(
     device: str,
     precision: str,
 ) -> None:
-    from coref_pipeline.files import write_jsonlines
+    from coref_pipeline.files import ResumableJsonLines
     from coref_pipeline.formats.conll import DEFAULT_GENRE
+    from coref_pipeline.serving.results import result_from_record
 
     if gold_conll and not conll:
         raise CommandError("--gold-conll needs --conll (the response file to write)")
@@ -122,24 +123,23 @@ def predict(
     try:
         if joshi:
             _check_segmentation(model, inputs.records, input_path)
-            outputs = model.predict_documents(
-                inputs.records, total=len(inputs.records), max_tokens_in_batch=batch_tokens
-            )
-            results = _results_of_jsonlines(outputs) if needs_words else []
-        else:
-            results = list(
-                model.predict_many(inputs.records, genre=genre or DEFAULT_GENRE, max_tokens_in_batch=batch_tokens)
-            )
-            outputs = [result.to_dict() for result in results]
-        # Everything is computed before the first file is written: an error writes nothing.
-        conll_text = _conll_text(outputs, results, gold_conll) if conll else None
+        settings = _output_settings(input_path, model_dir, revision, model, genre, batch_tokens)
+        with ResumableJsonLines(output_path, settings) as output:
+            _predict_into(output, model, inputs.records, joshi, genre or DEFAULT_GENRE, batch_tokens)
+            # Every document is predicted before the first file is written: an error writes none of them.
+            outputs = list(output.records()) if conll or html else []
+            if joshi:
+                results = _results_of_jsonlines(outputs) if needs_words else []
+            else:
+                results = [result_from_record(record) for record in outputs]
+            conll_text = _conll_text(outputs, results, gold_conll) if conll else None
+            output.commit()
     except (OSError, ValueError, KeyError) as error:  # DocumentTooLongError, SegmentationError, ...: ValueErrors
         raise CommandError(error) from None
+    logger.info("Wrote %d documents to %s", len(inputs.records), output_path)
 
     try:
-        write_jsonlines(output_path, outputs)
-        logger.info("Wrote %d documents to %s", len(outputs), output_path)
-        _write_record(output_path, model_dir, revision, model, len(outputs))
+        _write_record(output_path, model_dir, revision, model, len(inputs.records))
         if conll_text is not None:
             from coref_pipeline.files import atomic_write_text
 
@@ -152,6 +152,60 @@ def predict(
             logger.info("Wrote the HTML view to %s", html)
     except OSError as error:
         raise CommandError(error) from None
+
+
+def _predict_into(
+    output: Any, model: Any, records: list[dict[str, Any]], joshi: bool, genre: str, batch_tokens: int | None
+) -> None:
+    """Predict the documents ``output`` does not hold yet (a killed run's are kept), each written as it is done; an
+    error names how many are kept for the same command to go on after."""
+    if output.done:
+        logger.info(
+            "Going on from a run before: %d of %d documents predicted in %s", output.done, len(records), output.partial
+        )
+    remaining = records[output.done :]
+    if joshi:
+        predicted = model.predicted_documents(remaining, total=len(remaining), max_tokens_in_batch=batch_tokens)
+    else:
+        results = model.predict_many(remaining, genre=genre, total=len(remaining), max_tokens_in_batch=batch_tokens)
+        predicted = (result.to_dict() for result in results)
+    written = output.done
+    try:
+        for record in predicted:
+            output.write(record)
+            written += 1
+    except (ValueError, KeyError) as error:
+        if not written:
+            raise
+        raise CommandError(
+            f"{error} (the {written} documents before it are kept in {output.partial}: a run with the same input, "
+            "model and options goes on after them, --max-subtokens aside)"
+        ) from None
+
+
+def _output_settings(
+    input_path: str, model_dir: str, revision: str | None, model: Any, genre: str | None, batch_tokens: int | None
+) -> dict[str, Any]:
+    """What decides the records of OUTPUT, so that a killed run's are kept only for the same: the input as it is on
+    disk, the model (its weights file as it is, where it is a directory), how it was loaded and computes, the genre
+    and the batch budget. Not the baseline's length limit, which refuses a document and changes none it predicts."""
+    return {
+        "input": _files_state(Path(input_path)),
+        "model": model_dir,
+        "revision": revision,
+        "weights": _files_state(Path(model_dir) / "model.safetensors"),
+        "loaded": {key: getattr(model, key, None) for key in ("model_type", "precision", "computation")},
+        "config": {key: value for key, value in model.config.to_dict().items() if key != "max_inference_subtokens"},
+        "device": str(model.device),
+        "genre": genre,
+        "batch_tokens": batch_tokens,
+    }
+
+
+def _files_state(path: Path) -> list[Any]:
+    """A file's (or a folder's files') names, sizes and modification times; [] where there is none."""
+    files = sorted(path.glob("*.txt")) if path.is_dir() else [path] if path.is_file() else []
+    return [[str(file.resolve()), file.stat().st_size, file.stat().st_mtime_ns] for file in files]
 
 
 def prediction_record_path(output_path: str | Path) -> Path:

@@ -367,26 +367,35 @@ class CorefModel:
         budgets at a time); 0 reads one document at a time; None, the device's default (``batch_tokens``). In fp32
         the clusters are the same either way, in bf16 not always (the module's docstring).
         """
+        return list(self.predicted_documents(documents, progress, total, segment_length, max_tokens_in_batch))
+
+    def predicted_documents(
+        self,
+        documents: Iterable[dict[str, Any]],
+        progress: bool = True,
+        total: int | None = None,
+        segment_length: int | str | None = None,
+        max_tokens_in_batch: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """``predict_documents`` yielded in the documents' order as they are done (a group of them at a time when
+        batched), so that a caller can write each before the next is read."""
         max_tokens_in_batch = self.batch_tokens(max_tokens_in_batch)
         max_segment_len = self.readable_segment_len(segment_length)
         if total is None and hasattr(documents, "__len__"):
             total = len(documents)  # type: ignore[arg-type]
-        bar = tqdm(total=total, desc="predict", unit="doc", disable=not progress)
-        predicted = []
-        with bar:
+        with tqdm(total=total, desc="predict", unit="doc", disable=not progress) as bar:
             if not max_tokens_in_batch:
                 for document in documents:
-                    predicted.append(self.predict_jsonlines(document, max_segment_len))
+                    yield self.predict_jsonlines(document, max_segment_len)
                     bar.update()
-                return predicted
+                return
             for pool in pools(documents, _subtokens, max_tokens_in_batch):
                 tensors = [self.tensorize(document, max_segment_len) for document in pool]
                 for document, outcome in zip(pool, self.predict_tensor_pool(tensors, max_tokens_in_batch), strict=True):
                     if isinstance(outcome, Exception):
                         raise outcome
-                    predicted.append({**document, "predicted_clusters": _as_lists(outcome)})
-                bar.update(len(pool))
-        return predicted
+                    yield {**document, "predicted_clusters": _as_lists(outcome)}
+                    bar.update()
 
     def batch_tokens(self, max_tokens_in_batch: int | None = None) -> int:
         """The encoder budget of batched prediction: ``max_tokens_in_batch`` when given, else the default of the

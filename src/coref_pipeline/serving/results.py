@@ -77,6 +77,21 @@ def result_from_split(
     )
 
 
+def result_from_record(record: Mapping[str, Any]) -> CorefResult:
+    """The ``CorefResult`` whose ``to_dict()`` is ``record`` (what ``coref-pipeline predict`` writes for a text)."""
+    sentences = [list(sentence) for sentence in record["sentences"]]
+    return CorefResult(
+        doc_key=record["doc_key"],
+        text=record["text"],
+        words=[word for sentence in sentences for word in sentence],
+        word_spans=[(start, end) for start, end in record["word_spans"]],
+        sentences=sentences,
+        clusters=[[(start, end) for start, end in cluster] for cluster in record["clusters"]],
+        char_clusters=[[(start, end) for start, end in cluster] for cluster in record["char_clusters"]],
+        mention_strings=[list(strings) for strings in record["mention_strings"]],
+    )
+
+
 def result_from_jsonlines(document: Mapping[str, Any]) -> CorefResult:
     """A ``CorefResult`` for a predicted Joshi-format document that has its words (the ``tokens`` field)."""
     if "tokens" not in document:

@@ -395,6 +395,7 @@ def stop_after(monkeypatch, count: int, received: list) -> None:
     predict_many = getattr(CorefModel.predict_many, "unstopped", CorefModel.predict_many)
 
     def stopped(self, documents, *args, **kwargs):
+        documents = list(documents)
         received.append(len(documents))
         for number, result in enumerate(predict_many(self, documents, *args, **kwargs)):
             if number == count:

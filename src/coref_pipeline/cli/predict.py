@@ -110,22 +110,20 @@ def predict(
     if not joshi and gold_conll:
         raise CommandError("--gold-conll is for Joshi-format input (text has no gold file)")
     needs_words = bool(html or (conll and not gold_conll))
-    if joshi and needs_words:
-        without_words = [document["doc_key"] for document in inputs.records if "tokens" not in document]
-        if without_words:
-            raise CommandError(
-                f"{input_path}: documents without the 'tokens' field (the words), needed for --html "
-                f"and for --conll without --gold-conll: {without_words[:3]}"
-            )
+    if joshi and needs_words and inputs.without_tokens:
+        raise CommandError(
+            f"{input_path}: documents without the 'tokens' field (the words), needed for --html "
+            f"and for --conll without --gold-conll: {inputs.without_tokens}"
+        )
 
     model = _load_model(model_dir, max_subtokens, device, precision, max_antecedents, min_coarse_score, revision)
     logger.info("Predicting with the %s model in %s", model.model_type, model.computation)
     try:
         if joshi:
-            _check_segmentation(model, inputs.records, input_path)
+            _check_segmentation(model, inputs.records(), input_path)
         settings = _output_settings(input_path, model_dir, revision, model, genre, batch_tokens)
         with ResumableJsonLines(output_path, settings) as output:
-            _predict_into(output, model, inputs.records, joshi, genre or DEFAULT_GENRE, batch_tokens)
+            _predict_into(output, model, inputs, joshi, genre or DEFAULT_GENRE, batch_tokens)
             # Every document is predicted before the first file is written: an error writes none of them.
             outputs = list(output.records()) if conll or html else []
             if joshi:
@@ -136,10 +134,10 @@ def predict(
             output.commit()
     except (OSError, ValueError, KeyError) as error:  # DocumentTooLongError, SegmentationError, ...: ValueErrors
         raise CommandError(error) from None
-    logger.info("Wrote %d documents to %s", len(inputs.records), output_path)
+    logger.info("Wrote %d documents to %s", inputs.count, output_path)
 
     try:
-        _write_record(output_path, model_dir, revision, model, len(inputs.records))
+        _write_record(output_path, model_dir, revision, model, inputs.count)
         if conll_text is not None:
             from coref_pipeline.files import atomic_write_text
 
@@ -154,20 +152,18 @@ def predict(
         raise CommandError(error) from None
 
 
-def _predict_into(
-    output: Any, model: Any, records: list[dict[str, Any]], joshi: bool, genre: str, batch_tokens: int | None
-) -> None:
-    """Predict the documents ``output`` does not hold yet (a killed run's are kept), each written as it is done; an
-    error names how many are kept for the same command to go on after."""
+def _predict_into(output: Any, model: Any, inputs: Any, joshi: bool, genre: str, batch_tokens: int | None) -> None:
+    """Predict the documents ``output`` does not hold yet (a killed run's are kept), read from the input as they are
+    predicted and each written as it is done; an error names how many are kept for the same command to go on after."""
     if output.done:
         logger.info(
-            "Going on from a run before: %d of %d documents predicted in %s", output.done, len(records), output.partial
+            "Going on from a run before: %d of %d documents predicted in %s", output.done, inputs.count, output.partial
         )
-    remaining = records[output.done :]
+    remaining, total = inputs.records(output.done), inputs.count - output.done
     if joshi:
-        predicted = model.predicted_documents(remaining, total=len(remaining), max_tokens_in_batch=batch_tokens)
+        predicted = model.predicted_documents(remaining, total=total, max_tokens_in_batch=batch_tokens)
     else:
-        results = model.predict_many(remaining, genre=genre, total=len(remaining), max_tokens_in_batch=batch_tokens)
+        results = model.predict_many(remaining, genre=genre, total=total, max_tokens_in_batch=batch_tokens)
         predicted = (result.to_dict() for result in results)
     written = output.done
     try:
@@ -245,7 +241,7 @@ def _read_inputs(input_path: str) -> Any:
         raise CommandError(f"{input_path}: not a UTF-8 text file (a binary file?)") from None
     except (OSError, ValueError) as error:  # InputFormatError is a ValueError
         raise CommandError(error) from None
-    if not inputs.records:
+    if not inputs.count:
         raise CommandError(f"{input_path}: no documents")
     return inputs
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -46,14 +48,24 @@ class InputFormatError(UserError, ValueError):
 
 @dataclass
 class PredictInputs:
-    """The documents of one input file: raw records for ``predict``, or Joshi-format documents."""
+    """The documents of one input file, checked as a whole when it is read and read again as they are predicted
+    (:meth:`records`), so that no more than a few of them are in memory at once: raw records for ``predict``, or
+    Joshi-format documents."""
 
     kind: str  # "raw" or "jsonlines"
-    records: list[dict[str, Any]]
+    count: int  # how many documents
+    read: Callable[[], Iterator[dict[str, Any]]]  # the documents, read from the file again
+    without_tokens: list[str] = field(default_factory=list)  # Joshi-format documents without their words: 3 keys
+
+    def records(self, start: int = 0) -> Iterator[dict[str, Any]]:
+        """The documents from the ``start``-th on, in their order."""
+        return islice(self.read(), start, None)
 
 
 def read_predict_inputs(path: str | Path) -> PredictInputs:
-    """Read a ``.txt`` file (one document), a folder of them, or a ``.jsonl`` / ``.jsonlines`` file.
+    """Check a ``.txt`` file (one document), a folder of them, or a ``.jsonl`` / ``.jsonlines`` file, and count its
+    documents; a fault is an :class:`InputFormatError` naming the file and line (a ``UnicodeDecodeError`` for a file
+    that is not UTF-8).
 
     A folder's ``*.txt`` files are its documents, in the order of their names, each named by its file's stem. A
     jsonlines file holds either records ``{"text": ...}`` / ``{"sentences": [[...]]}``
@@ -66,17 +78,45 @@ def read_predict_inputs(path: str | Path) -> PredictInputs:
         texts = sorted(path.glob("*.txt"))
         if not texts:
             raise InputFormatError(f"{path}: a folder without .txt files (each .txt file is one document)")
-        return PredictInputs(
-            "raw", [{"text": text.read_text(encoding="utf-8-sig"), "doc_key": text.stem} for text in texts]
-        )
+        for text in texts:  # each is UTF-8 text, checked before the model is loaded
+            text.read_text(encoding="utf-8-sig")
+        return PredictInputs("raw", len(texts), partial(_text_files, texts))
     if not path.is_file():
         raise InputFormatError(f"{path}: no such file or folder")
     if path.suffix == ".txt":
-        return PredictInputs("raw", [{"text": path.read_text(encoding="utf-8-sig"), "doc_key": path.stem}])
+        path.read_text(encoding="utf-8-sig")
+        return PredictInputs("raw", 1, partial(_text_files, [path]))
     if path.suffix not in JSONLINES_SUFFIXES:
         raise InputFormatError(f"{path}: expected a .txt file or jsonlines ({', '.join(JSONLINES_SUFFIXES)})")
     kinds: set[str] = set()
-    records = []
+    count = 0
+    without_tokens: list[str] = []
+    for line_number, record in _jsonl_objects(path):
+        where = f"{path}:{line_number}"
+        if "subtoken_map" in record or "sentence_map" in record:
+            missing = [key for key in JOSHI_KEYS if key not in record]
+            if missing:
+                raise InputFormatError(f"{where}: a Joshi-format document without {missing}")
+            check_field_lengths(record, where)
+            kinds.add("jsonlines")
+            if "tokens" not in record and len(without_tokens) < 3:
+                without_tokens.append(record["doc_key"])
+        else:
+            try:
+                record_content(record, where)
+            except ValueError as error:
+                raise InputFormatError(str(error)) from None
+            kinds.add("raw")
+        if len(kinds) > 1:
+            raise InputFormatError(f"{where}: the file mixes Joshi-format documents and text/sentence records")
+        count += 1
+    kind = kinds.pop() if kinds else "raw"
+    return PredictInputs(kind, count, partial(_jsonl_documents, path, kind == "raw"), without_tokens)
+
+
+def _jsonl_objects(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each JSON object of a jsonlines file with its line number, blank lines skipped; a line that is not one is an
+    :class:`InputFormatError` naming the file and line."""
     with path.open(encoding="utf-8-sig") as handle:
         for line_number, line in enumerate(handle, start=1):
             if not line.strip():
@@ -88,20 +128,16 @@ def read_predict_inputs(path: str | Path) -> PredictInputs:
                 raise InputFormatError(f"{where}: not valid JSON: {error}") from None
             if not isinstance(record, dict):
                 raise InputFormatError(f"{where}: expected a JSON object, got {type(record).__name__}")
-            if "subtoken_map" in record or "sentence_map" in record:
-                missing = [key for key in JOSHI_KEYS if key not in record]
-                if missing:
-                    raise InputFormatError(f"{where}: a Joshi-format document without {missing}")
-                check_field_lengths(record, where)
-                kinds.add("jsonlines")
-            else:
-                try:
-                    record_content(record, where)
-                except ValueError as error:
-                    raise InputFormatError(str(error)) from None
-                record = {"doc_key": f"{path.stem}/{line_number}", **record}
-                kinds.add("raw")
-            if len(kinds) > 1:
-                raise InputFormatError(f"{where}: the file mixes Joshi-format documents and text/sentence records")
-            records.append(record)
-    return PredictInputs(kinds.pop() if kinds else "raw", records)
+            yield line_number, record
+
+
+def _jsonl_documents(path: Path, raw: bool) -> Iterator[dict[str, Any]]:
+    """The documents of a checked jsonlines file; a text record without ``doc_key`` named ``<file stem>/<line>``."""
+    for line_number, record in _jsonl_objects(path):
+        yield {"doc_key": f"{path.stem}/{line_number}", **record} if raw else record
+
+
+def _text_files(paths: Sequence[Path]) -> Iterator[dict[str, Any]]:
+    """One raw record a ``.txt`` file, named by its stem."""
+    for path in paths:
+        yield {"text": path.read_text(encoding="utf-8-sig"), "doc_key": path.stem}

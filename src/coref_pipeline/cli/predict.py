@@ -124,7 +124,7 @@ def predict(
         settings = _output_settings(input_path, model_dir, revision, model, genre, batch_tokens)
         with ResumableJsonLines(output_path, settings) as output:
             _predict_into(output, model, inputs, joshi, genre or DEFAULT_GENRE, batch_tokens)
-            # Every document is predicted before the first file is written: an error writes none of them.
+            # OUTPUT, its record, --conll and --html are written once every document is predicted, or none of them.
             outputs = list(output.records()) if conll or html else []
             if joshi:
                 results = _results_of_jsonlines(outputs) if needs_words else []

@@ -183,13 +183,16 @@ def _output_settings(
     input_path: str, model_dir: str, revision: str | None, model: Any, genre: str | None, batch_tokens: int | None
 ) -> dict[str, Any]:
     """What decides the records of OUTPUT, so that a killed run's are kept only for the same: the input as it is on
-    disk, the model (its weights file as it is, where it is a directory), how it was loaded and computes, the genre
-    and the batch budget. Not the baseline's length limit, which refuses a document and changes none it predicts."""
+    disk, the model (its weights file as it is; a Hub model's, the snapshot's, which names its commit), how it was
+    loaded and computes, the genre and the batch budget. Not the baseline's length limit, which refuses a document
+    and changes none it predicts."""
+    from coref_pipeline.models.directory import resolve_model_directory
+
     return {
         "input": _files_state(Path(input_path)),
         "model": model_dir,
         "revision": revision,
-        "weights": _files_state(Path(model_dir) / "model.safetensors"),
+        "weights": _files_state(resolve_model_directory(model_dir, revision) / "model.safetensors"),
         "loaded": {key: getattr(model, key, None) for key in ("model_type", "precision", "computation")},
         "config": {key: value for key, value in model.config.to_dict().items() if key != "max_inference_subtokens"},
         "device": str(model.device),

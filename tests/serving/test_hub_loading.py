@@ -105,3 +105,22 @@ def test_predict_and_the_spacy_component_take_a_hub_id(hub, tmp_path):
         f"print(json.dumps(len(nlp({TEXT!r})._.coref_clusters)))"
     )
     assert int(offline(cache, code).stdout.strip().splitlines()[-1]) > 0
+
+
+def test_a_stopped_predict_on_a_hub_id_does_not_go_on_once_its_revision_moved(hub, tmp_path):
+    """What a stopped ``predict`` keeps is tied to the snapshot its revision resolved to: main moved to another
+    commit gives other settings, so the next run starts the file again instead of mixing two models' records."""
+    cache = shutil.copytree(hub[0], tmp_path / "cache")
+    source = tmp_path / "text.txt"
+    source.write_text(TEXT, encoding="utf-8")
+    code = (
+        "import json; from coref_pipeline.cli.predict import _output_settings; "
+        "from coref_pipeline.serving.coref_model import CorefModel; "
+        "m = CorefModel.load('acme/coref-tiny'); "
+        f"print(json.dumps(_output_settings({str(source)!r}, 'acme/coref-tiny', None, m, None, None)['weights']))"
+    )
+    before = json.loads(offline(cache, code).stdout.strip().splitlines()[-1])
+    (cache / "models--acme--coref-tiny" / "refs" / "main").write_text(V2)
+    after = json.loads(offline(cache, code).stdout.strip().splitlines()[-1])
+    assert before and after and before != after
+    assert MAIN in before[0][0] and V2 in after[0][0]

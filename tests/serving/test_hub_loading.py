@@ -114,10 +114,9 @@ def test_a_stopped_predict_on_a_hub_id_does_not_go_on_once_its_revision_moved(hu
     source = tmp_path / "text.txt"
     source.write_text(TEXT, encoding="utf-8")
     code = (
-        "import json; from coref_pipeline.cli.predict import _output_settings; "
-        "from coref_pipeline.serving.coref_model import CorefModel; "
-        "m = CorefModel.load('acme/coref-tiny'); "
-        f"print(json.dumps(_output_settings({str(source)!r}, 'acme/coref-tiny', None, m, None, None)['weights']))"
+        "import json; from coref_pipeline.cli.predict import _load_model, _output_settings; "
+        "m, d = _load_model('acme/coref-tiny', None, 'cpu', '32'); "
+        f"print(json.dumps(_output_settings({str(source)!r}, 'acme/coref-tiny', None, d, m, None, None)['weights']))"
     )
     before = json.loads(offline(cache, code).stdout.strip().splitlines()[-1])
     (cache / "models--acme--coref-tiny" / "refs" / "main").write_text(V2)

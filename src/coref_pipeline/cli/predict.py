@@ -116,12 +116,14 @@ def predict(
             f"and for --conll without --gold-conll: {inputs.without_tokens}"
         )
 
-    model = _load_model(model_dir, max_subtokens, device, precision, max_antecedents, min_coarse_score, revision)
+    model, directory = _load_model(
+        model_dir, max_subtokens, device, precision, max_antecedents, min_coarse_score, revision
+    )
     logger.info("Predicting with the %s model in %s", model.model_type, model.computation)
     try:
         if joshi:
             _check_segmentation(model, inputs.records(), input_path)
-        settings = _output_settings(input_path, model_dir, revision, model, genre, batch_tokens)
+        settings = _output_settings(input_path, model_dir, revision, directory, model, genre, batch_tokens)
         with ResumableJsonLines(output_path, settings) as output:
             _predict_into(output, model, inputs, joshi, genre or DEFAULT_GENRE, batch_tokens)
             # OUTPUT, its record, --conll and --html are written once every document is predicted, or none of them.
@@ -180,19 +182,23 @@ def _predict_into(output: Any, model: Any, inputs: Any, joshi: bool, genre: str,
 
 
 def _output_settings(
-    input_path: str, model_dir: str, revision: str | None, model: Any, genre: str | None, batch_tokens: int | None
+    input_path: str,
+    model_dir: str,
+    revision: str | None,
+    directory: Path,
+    model: Any,
+    genre: str | None,
+    batch_tokens: int | None,
 ) -> dict[str, Any]:
     """What decides the records of OUTPUT, so that a killed run's are kept only for the same: the input as it is on
-    disk, the model (its weights file as it is; a Hub model's, the snapshot's, which names its commit), how it was
-    loaded and computes, the genre and the batch budget. Not the baseline's length limit, which refuses a document
-    and changes none it predicts."""
-    from coref_pipeline.models.directory import resolve_model_directory
-
+    disk, the model (the weights file as it is in ``directory``, where it was loaded from: for a Hub model, the
+    snapshot its revision resolved to, whose path names the commit), how it was loaded and computes, the genre and
+    the batch budget. Not the baseline's length limit, which refuses a document and changes none it predicts."""
     return {
         "input": _files_state(Path(input_path)),
         "model": model_dir,
         "revision": revision,
-        "weights": _files_state(resolve_model_directory(model_dir, revision) / "model.safetensors"),
+        "weights": _files_state(directory / "model.safetensors"),
         "loaded": {key: getattr(model, key, None) for key in ("model_type", "precision", "computation")},
         "config": {key: value for key, value in model.config.to_dict().items() if key != "max_inference_subtokens"},
         "device": str(model.device),
@@ -257,22 +263,25 @@ def _load_model(
     max_antecedents: int | None = None,
     min_coarse_score: float | None = None,
     revision: str | None = None,
-) -> Any:
+) -> tuple[Any, Path]:
+    """The model and the local folder it was loaded from (a Hub id resolved once, to its snapshot at ``revision``)."""
+    from coref_pipeline.models.directory import resolve_model_directory
     from coref_pipeline.serving.coref_model import CorefModel
 
     try:
-        return CorefModel.load(
-            model_dir,
+        directory = resolve_model_directory(model_dir, revision)
+        model = CorefModel.load(
+            directory,
             max_inference_subtokens=max_subtokens,
             device=device,
             precision=precision,
             max_top_antecedents=max_antecedents,
             min_coarse_score=min_coarse_score,
-            revision=revision,
             for_prediction=True,
         )
     except (OSError, ValueError, KeyError) as error:  # ConfigError is a ValueError
         raise CommandError(error) from None
+    return model, directory
 
 
 def _check_segmentation(model: Any, documents: list[dict[str, Any]], input_path: str) -> None:

@@ -8,7 +8,13 @@ import random
 import pytest
 import torch
 
-from coref_pipeline.serving.batching import MAX_TOKENS_IN_BATCH, default_batch_tokens, length_groups, pools
+from coref_pipeline.serving.batching import (
+    CPU_MAX_TOKENS_IN_BATCH,
+    MAX_TOKENS_IN_BATCH,
+    default_batch_tokens,
+    length_groups,
+    pools,
+)
 from coref_pipeline.serving.coref_model import CorefModel, DocumentTooLongError
 from tests.models.tiny import save_tiny_models
 
@@ -99,9 +105,11 @@ def test_the_encoder_reads_several_documents_in_one_pass(models, documents, mode
     assert sum(calls) == segments and len(calls) < len(documents)  # one call for several documents' segments
 
 
-def test_an_incremental_document_over_the_budget_is_read_segment_by_segment(models, documents, monkeypatch):
-    """Constant memory: a document longer than the budget is never encoded whole."""
-    model = models["incremental"]
+@pytest.mark.parametrize("model_type", ["baseline", "incremental"])
+def test_a_document_over_the_budget_is_predicted_as_one_at_a_time(models, documents, model_type, monkeypatch):
+    """Never in a group's passes: the incremental model reads it segment by segment (constant memory, never encoded
+    whole), the baseline encodes it in its own passes, as one document at a time does."""
+    model = models[model_type]
     together = []
     original = CorefModel.encode_together
 
@@ -229,10 +237,22 @@ def test_the_shipped_corpora_test_sets_batched_give_the_clusters_of_one_at_a_tim
     ]
 
 
-def test_the_default_budget_batches_on_an_accelerator_and_reads_one_document_at_a_time_on_a_cpu(models):
+def test_the_default_budget_is_the_devices_and_groups_short_documents_on_a_cpu(models, monkeypatch):
     assert default_batch_tokens("cuda") == default_batch_tokens("mps") == MAX_TOKENS_IN_BATCH
-    assert default_batch_tokens("cpu") == 0
+    assert 0 < default_batch_tokens("cpu") == CPU_MAX_TOKENS_IN_BATCH < MAX_TOKENS_IN_BATCH
     model = models["baseline"]
     assert model.device.type == "cpu"
-    assert model.batch_tokens() == 0 and model.batch_tokens(None) == 0
+    assert model.batch_tokens() == model.batch_tokens(None) == CPU_MAX_TOKENS_IN_BATCH
     assert model.batch_tokens(64) == 64 and model.batch_tokens(0) == 0
+    passes = []
+    encode = type(model.model.encoder).forward
+
+    def counted(self, input_ids, *args, **kwargs):
+        passes.append(input_ids.shape[0])
+        return encode(self, input_ids, *args, **kwargs)
+
+    monkeypatch.setattr(type(model.model.encoder), "forward", counted)
+    texts = [text_of(seed, 2) for seed in range(12)]  # a segment each, far under the budget together
+    grouped = model.predict(texts=texts)
+    assert len(passes) < len(texts)  # several short documents a pass, unasked
+    assert [r.to_dict() for r in grouped] == [r.to_dict() for r in model.predict_many(texts, max_tokens_in_batch=0)]

@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
     type=click.IntRange(min=0),
     default=None,
     help="requests that arrive together are read at once: the subtokens of one encoder pass over their texts' "
-    "segments (0: one text at a time; default: 8192 on a GPU, 0 on a CPU, where it measured no faster)",
+    "segments (0: one text at a time; default: 8192 on a GPU, 512 on a CPU)",
 )
 def serve(
     model_dir: str,

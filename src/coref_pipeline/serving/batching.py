@@ -4,10 +4,10 @@ The encoder is most of a prediction's arithmetic, and its passes are the same fo
 documents whose subtokens fit ``max_tokens_in_batch`` goes through it in passes of as many segments as the
 budget holds (fastcoref's ``max_tokens_in_batch``), longest documents first so that a group's segments have
 about the same width; the rest of each model (spans, antecedents, entities) then reads one document at a time
-from its own encoder output. A document longer than the budget is a group of its own: its segments still go
-through the encoder in passes within the budget, and the incremental model then reads it segment by segment as
-it always does (no whole-document encoder output is held), so memory stays bounded and no document is dropped
-or cut.
+from its own encoder output. A document longer than the budget is a group of its own, predicted as one at a
+time: its segments through the encoder in the model's own passes (``segment_batch_size``), and the incremental
+model's segment by segment as it always does (no whole-document encoder output is held), so memory stays bounded
+and no document is dropped or cut.
 """
 
 from __future__ import annotations
@@ -19,15 +19,20 @@ ItemT = TypeVar("ItemT")
 
 # Subtokens read by the encoder in one pass over the segments of several documents (padding included), on an
 # accelerator: fastcoref's order of budget (its max_tokens_in_batch), where one pass of many short documents'
-# segments fills a device that one document's leave idle; not yet timed on a GPU here.
+# segments fills a device that one document's leave idle.
 MAX_TOKENS_IN_BATCH = 8192
+# On a CPU: short documents grouped up to this many subtokens a pass. One document of a few sentences is a product
+# of a few dozen rows, which a CPU computes far below its pace: 1,000 texts of about 17 words took 0.56-0.60x the
+# time of one at a time (`predict` at 512, fp32, the baseline; 0.65x the incremental model; the same bytes), where
+# a document of a few hundred subtokens already fills the products and grouping it measured no faster
+# (docs/benchmarks.md, "Many documents in one command"). A document over the budget is predicted as one at a time.
+CPU_MAX_TOKENS_IN_BATCH = 512
 
 
 def default_batch_tokens(device_type: str) -> int:
-    """The budget prediction takes unless told: ``MAX_TOKENS_IN_BATCH`` on an accelerator (``cuda``, ``mps``), 0 (one
-    document at a time) on a CPU, where batching measured no faster on OntoNotes-shaped documents, either model
-    (the figures: docs/benchmarks.md, "Many documents at once")."""
-    return 0 if device_type == "cpu" else MAX_TOKENS_IN_BATCH
+    """The budget prediction takes unless told: ``MAX_TOKENS_IN_BATCH`` on an accelerator (``cuda``, ``mps``),
+    ``CPU_MAX_TOKENS_IN_BATCH`` on a CPU."""
+    return CPU_MAX_TOKENS_IN_BATCH if device_type == "cpu" else MAX_TOKENS_IN_BATCH
 
 
 # How many budgets' worth of documents are read ahead from an iterator and sorted by length before they are

@@ -68,11 +68,23 @@ def test_without_sentences_the_projects_splitter_sentences_spacys_words(model_di
     assert result.clusters
 
 
-def test_pipe_gives_what_one_doc_at_a_time_gives(model_dirs):
-    nlp = pipeline(model_dirs[1], sentencizer=True)
-    one_at_a_time = [token_clusters(nlp(text)) for text in TEXTS]
-    batched = [token_clusters(doc) for doc in nlp.pipe(TEXTS, batch_size=6)]
-    assert batched == one_at_a_time and any(one_at_a_time)
+@pytest.mark.parametrize("sentencizer", [True, False])
+def test_pipe_gives_what_one_doc_at_a_time_gives_reading_several_docs_a_pass(model_dirs, sentencizer, monkeypatch):
+    nlp = pipeline(model_dirs[1], sentencizer=sentencizer)
+    texts = [*TEXTS[:9], " ", *TEXTS[9:]]  # a doc without words among them, in its place
+    one_at_a_time = [token_clusters(nlp(text)) for text in texts]
+    model = nlp.get_pipe("coref_pipeline").coref_model
+    passes = []
+    encode = type(model.model.encoder).forward
+
+    def counted(self, input_ids, *args, **kwargs):
+        passes.append(input_ids.shape[0])
+        return encode(self, input_ids, *args, **kwargs)
+
+    monkeypatch.setattr(type(model.model.encoder), "forward", counted)
+    batched = [token_clusters(doc) for doc in nlp.pipe(texts, batch_size=6)]
+    assert batched == one_at_a_time and any(one_at_a_time) and batched[9] == []
+    assert len(passes) < len(texts) - 1  # several docs' segments a pass (on a CPU, short ones are grouped)
 
 
 def test_to_disk_and_spacy_load_keep_the_model(model_dirs, tmp_path):

@@ -17,6 +17,7 @@ from coref_pipeline.serving.batching import (
 )
 from coref_pipeline.serving.coref_model import CorefModel, DocumentTooLongError
 from tests.models.tiny import save_tiny_models
+from tests.serving.encoder_passes import counted_encoder_passes
 
 WORDS = [f"w{i}" for i in range(50)] + ["He", "She", "it", "the", "letter", "Ada", "Charles"]
 
@@ -92,14 +93,7 @@ def test_batched_prediction_gives_the_clusters_of_one_document_at_a_time(models,
 @pytest.mark.parametrize("model_type", ["baseline", "incremental"])
 def test_the_encoder_reads_several_documents_in_one_pass(models, documents, model_type, monkeypatch):
     model = models[model_type]
-    calls = []
-    encode = type(model.model.encoder).forward
-
-    def counted(self, input_ids, *args, **kwargs):
-        calls.append(input_ids.shape[0])
-        return encode(self, input_ids, *args, **kwargs)
-
-    monkeypatch.setattr(type(model.model.encoder), "forward", counted)
+    calls = counted_encoder_passes(model, monkeypatch)
     model.predict_documents(documents, progress=False, max_tokens_in_batch=4096)
     segments = sum(len(document["sentences"]) for document in documents)
     assert sum(calls) == segments and len(calls) < len(documents)  # one call for several documents' segments
@@ -244,14 +238,7 @@ def test_the_default_budget_is_the_devices_and_groups_short_documents_on_a_cpu(m
     assert model.device.type == "cpu"
     assert model.batch_tokens() == model.batch_tokens(None) == CPU_MAX_TOKENS_IN_BATCH
     assert model.batch_tokens(64) == 64 and model.batch_tokens(0) == 0
-    passes = []
-    encode = type(model.model.encoder).forward
-
-    def counted(self, input_ids, *args, **kwargs):
-        passes.append(input_ids.shape[0])
-        return encode(self, input_ids, *args, **kwargs)
-
-    monkeypatch.setattr(type(model.model.encoder), "forward", counted)
+    passes = counted_encoder_passes(model, monkeypatch)
     texts = [text_of(seed, 2) for seed in range(12)]  # a segment each, far under the budget together
     grouped = model.predict(texts=texts)
     assert len(passes) < len(texts)  # several short documents a pass, unasked

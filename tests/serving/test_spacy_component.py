@@ -12,6 +12,7 @@ spacy = pytest.importorskip("spacy", reason="the spaCy component needs the spacy
 
 from coref_pipeline.serving.coref_model import CorefModel  # noqa: E402
 from tests.models.tiny import save_tiny_models  # noqa: E402
+from tests.serving.encoder_passes import counted_encoder_passes  # noqa: E402
 
 TEXT = (
     "Ada wrote a note to Charles. She sent it in the morning, and he read it twice.\n\n"
@@ -73,15 +74,7 @@ def test_pipe_gives_what_one_doc_at_a_time_gives_reading_several_docs_a_pass(mod
     nlp = pipeline(model_dirs[1], sentencizer=sentencizer)
     texts = [*TEXTS[:9], " ", *TEXTS[9:]]  # a doc without words among them, in its place
     one_at_a_time = [token_clusters(nlp(text)) for text in texts]
-    model = nlp.get_pipe("coref_pipeline").coref_model
-    passes = []
-    encode = type(model.model.encoder).forward
-
-    def counted(self, input_ids, *args, **kwargs):
-        passes.append(input_ids.shape[0])
-        return encode(self, input_ids, *args, **kwargs)
-
-    monkeypatch.setattr(type(model.model.encoder), "forward", counted)
+    passes = counted_encoder_passes(nlp.get_pipe("coref_pipeline").coref_model, monkeypatch)
     batched = [token_clusters(doc) for doc in nlp.pipe(texts, batch_size=6)]
     assert batched == one_at_a_time and any(one_at_a_time) and batched[9] == []
     assert len(passes) < len(texts) - 1  # several docs' segments a pass (on a CPU, short ones are grouped)

@@ -17,7 +17,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -306,15 +306,35 @@ def throughput(corpus: SegmentedCorpus, steps: int, precision: str) -> dict[str,
     }
 
 
+def with_source_tree(environment: Mapping[str, str], source_tree: Path | None) -> dict[str, str]:
+    """``environment`` with ``source_tree`` (an earlier checkout's ``src`` folder) first on ``PYTHONPATH``, so that a
+    process started with it runs that version; as it is where ``source_tree`` is None."""
+    environment = dict(environment)
+    if source_tree is not None:
+        environment["PYTHONPATH"] = os.pathsep.join([str(source_tree), environment.get("PYTHONPATH", "")])
+    return environment
+
+
+def measured_process(command: Sequence[str], environment: Mapping[str, str], log: Path, what: str) -> dict[str, float]:
+    """``command`` as a new process, its stderr to ``log``: its wall seconds and its own peak resident memory in MB
+    (the kernel's ``ru_maxrss`` of that child, from ``wait4``). A failure ends the program in one line naming
+    ``what`` and the log's last line."""
+    started = time.perf_counter()
+    with log.open("w") as stderr:
+        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, env=environment)
+        _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - started
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        last = (log.read_text().strip().splitlines() or ["(no message)"])[-1]
+        sys.exit(f"{what} failed (exit {code}): {last}")
+    return {"seconds": seconds, "peak_memory_mb": usage.ru_maxrss / 1024}
+
+
 def coref_pipeline(*args: str, source_tree: Path | None = None) -> float:
     """Seconds the command took, as a new process (``source_tree``: an earlier checkout's ``src`` folder, put first
     on ``PYTHONPATH``, runs that version's command)."""
-    environment = None
-    if source_tree is not None:
-        environment = {
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join([str(source_tree), os.environ.get("PYTHONPATH", "")]),
-        }
+    environment = with_source_tree(os.environ, source_tree)
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "coref_pipeline", *args], capture_output=True, text=True, env=environment

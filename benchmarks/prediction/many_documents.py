@@ -46,7 +46,8 @@ import subprocess
 import time
 from collections.abc import Sequence
 
-from benchmarks.common import ROOT, host, write_results
+from benchmarks.common import ROOT, host, measured_process, with_source_tree, write_results
+from coref_pipeline.files import ResumableJsonLines
 
 WORK = ROOT / "data" / "benchmarks" / "many_documents"
 PROBES = ROOT / "data" / "01_raw" / "probes" / "pronoun_probes.jsonl"
@@ -60,13 +61,6 @@ def write_input(path: Path, count: int) -> Path:
         for index in range(count):
             out.write(json.dumps({"doc_key": f"short/{index:07d}", "text": texts[index % len(texts)]}) + "\n")
     return path
-
-
-def environment_of(source_tree: Path | None) -> dict[str, str]:
-    """This process's environment, with ``source_tree`` first on ``PYTHONPATH`` where given."""
-    if source_tree is None:
-        return dict(os.environ)
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(source_tree), os.environ.get("PYTHONPATH", "")])}
 
 
 def predict_command(args: argparse.Namespace, source: Path, output: Path, options: Sequence[str] = ()) -> list[str]:
@@ -83,23 +77,10 @@ def run_predict(
     args: argparse.Namespace, source: Path, output: Path, source_tree: Path | None, options: Sequence[str] = ()
 ) -> dict:
     """One whole command (``options`` added), a new process: its seconds, peak resident memory (MB) and log."""
-    errors = output.with_suffix(".stderr")
-    started = time.perf_counter()
-    with errors.open("w") as stderr:
-        child = subprocess.Popen(
-            predict_command(args, source, output, options),
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            env=environment_of(source_tree),
-        )
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak resident memory
-    seconds = time.perf_counter() - started
-    code = os.waitstatus_to_exitcode(status)
-    log = errors.read_text()
-    if code != 0:
-        last = (log.strip().splitlines() or ["(no message)"])[-1]
-        sys.exit(f"predict on {source.name} failed (exit {code}): {last}")
-    return {"seconds": seconds, "peak_memory_mb": usage.ru_maxrss / 1024, "log": log}
+    log = output.with_suffix(".stderr")
+    command = predict_command(args, source, output, options)
+    measured = measured_process(command, with_source_tree(os.environ, source_tree), log, f"predict on {source.name}")
+    return {**measured, "log": log.read_text()}
 
 
 def write_ontonotes_shaped(path: Path, count: int) -> Path:
@@ -155,15 +136,15 @@ def lines_in(path: Path) -> int:
 def killed_and_resumed(args: argparse.Namespace, source: Path, count: int, whole: Path) -> dict:
     """``predict`` killed with SIGKILL once ``--kill-at`` of ``count`` records are written, then run again."""
     output = args.work_dir / f"resumed.{source.stem}.jsonl"
-    partial = output.with_name(output.name + ".partial")
-    for leftover in (output, partial, partial.with_name(partial.name + ".json")):
+    files = ResumableJsonLines(output, {})  # its file names, the ones predict writes (nothing opened)
+    partial = files.partial
+    for leftover in (output, partial, files.settings_path):
         leftover.unlink(missing_ok=True)
     target = max(1, round(args.kill_at * count))
     child = subprocess.Popen(
         predict_command(args, source, output),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env=environment_of(None),
     )
     while child.poll() is None and lines_in(partial) < target:
         time.sleep(KILL_POLL_S)

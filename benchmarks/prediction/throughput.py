@@ -121,26 +121,17 @@ def runs_of(args: argparse.Namespace) -> list[Run]:
 
 def run_configuration(run: Run, source: Path, output: Path, threads: int | None) -> dict:
     """One configuration on one set, in a new process: its wall seconds and peak resident memory (MB)."""
+    from benchmarks.common import measured_process, with_source_tree
+
     configuration, model = run.configuration, run.model
-    environment = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
-    if run.source_tree is not None:
-        environment["PYTHONPATH"] = os.pathsep.join([str(run.source_tree), environment.get("PYTHONPATH", "")])
+    threads_set = {"OMP_NUM_THREADS": str(threads)} if threads else {}
+    environment = with_source_tree({**os.environ, **threads_set}, run.source_tree)
     # int8: the same command, run by this file, whose model's encoder computes in int8
     program = [__file__, "--child-int8"] if configuration == "int8" else ["-m", "coref_pipeline"]
     precision = "32" if configuration == "int8" else configuration
     command = [sys.executable, *program, "predict", "--model", str(model), "--precision", precision]
     command += [str(source), str(output)]
-    errors = output.with_suffix(".stderr")
-    started = time.perf_counter()
-    with errors.open("w") as stderr:
-        child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, env=environment)
-        _, status, usage = os.wait4(child.pid, 0)  # this child's own peak resident memory
-    seconds = time.perf_counter() - started
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        last = (errors.read_text().strip().splitlines() or ["(no message)"])[-1]
-        sys.exit(f"{run.label} on {source.name} failed (exit {code}): {last}")
-    return {"seconds": seconds, "peak_memory_mb": usage.ru_maxrss / 1024}
+    return measured_process(command, environment, output.with_suffix(".stderr"), f"{run.label} on {source.name}")
 
 
 class Int8Linear:
@@ -234,9 +225,10 @@ def since_process_start() -> float:
 def phases_of(run: Run, source: Path, threads: int | None) -> dict:
     """``child_phases`` of a run on a set, with the process's whole wall time (``import``: from the process's
     start to the library imported; ``rest``: its exit, and what the phases do not cover)."""
-    environment = {**os.environ, **({"OMP_NUM_THREADS": str(threads)} if threads else {})}
-    if run.source_tree is not None:
-        environment["PYTHONPATH"] = os.pathsep.join([str(run.source_tree), environment.get("PYTHONPATH", "")])
+    from benchmarks.common import with_source_tree
+
+    threads_set = {"OMP_NUM_THREADS": str(threads)} if threads else {}
+    environment = with_source_tree({**os.environ, **threads_set}, run.source_tree)
     precision = "32" if run.configuration == "int8" else run.configuration
     command = [sys.executable, __file__, "--child-phases", str(run.model), precision, str(source)]
     started = time.perf_counter()

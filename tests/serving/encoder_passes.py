@@ -1,10 +1,19 @@
-"""The encoder's passes of a loaded model, counted: what batched prediction's tests read to see documents share one."""
+"""The encoder's passes of a loaded model, counted or recorded: what batched prediction's tests read to see documents
+share one, and to hold each document's clusters batched against one at a time as far as float32 guarantees."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
 import pytest
+import torch
 
 from coref_pipeline.serving.coref_model import CorefModel
+from tests.tolerances import assert_reordered_close
+
+ResultT = TypeVar("ResultT")
 
 
 def counted_encoder_passes(model: CorefModel, monkeypatch: pytest.MonkeyPatch) -> list[int]:
@@ -19,3 +28,86 @@ def counted_encoder_passes(model: CorefModel, monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(type(model.model.encoder), "forward", counted)
     return passes
+
+
+@contextmanager
+def recorded_encoder_outputs(model: CorefModel) -> Iterator[list[torch.Tensor]]:
+    """Within the block, each pass of ``model``'s encoder (of its class) appends its output ``[subtokens, H]`` to the
+    yielded list: one document predicted alone, its passes' outputs concatenated, are the numbers its head read."""
+    outputs: list[torch.Tensor] = []
+    encoder_class = type(model.model.encoder)
+    encode = encoder_class.forward
+
+    def recorded(self, *args, **kwargs):
+        output = encode(self, *args, **kwargs)
+        outputs.append(output.detach().clone())
+        return output
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(encoder_class, "forward", recorded)
+        yield outputs
+
+
+def encoder_terms(config, width: int) -> int:
+    """The reduction lengths along a BERT encoder (``tests/tolerances.py``): per layer the Q/K/V and output
+    projections, the attention's dot products and its sums over ``width`` positions, two LayerNorms, the
+    feed-forward's two layers; and the embeddings' LayerNorm."""
+    hidden, heads = config.hidden_size, config.num_attention_heads
+    layer = 4 * hidden + hidden // heads + 2 * width + config.intermediate_size
+    return config.num_hidden_layers * layer + hidden
+
+
+def batched_as_one_at_a_time(
+    model: CorefModel, predict: Callable[[], ResultT], least_clusters: int = 1
+) -> tuple[ResultT, list[bool]]:
+    """Runs ``predict()``, a batched prediction through ``model``, and holds every document it predicted against one
+    document at a time as far as float32 guarantees: batched, its head read an encoder output within the float bound
+    of the one it reads alone (or, predicted as one at a time, the same numbers); and its head on the numbers it reads
+    alone gives exactly its clusters alone. Its clusters batched then differ from one at a time only where a rounding
+    of the encoder's reordered sums (a group pads segments to another width) tips a decision between near-equal
+    scores, which no CPU's arithmetic rules out: an exact comparison would hold one CPU's rounding. Where it read the
+    same numbers, its clusters are the same (asserted here). Returns ``predict``'s result and, for each document the
+    encoder read (those with words), in their order, whether it read the same numbers."""
+    pools: list[tuple[Sequence[Any], list[Any]]] = []
+    read: dict[int, torch.Tensor | None] = {}
+    predict_tensor_pool, predict_tensors = CorefModel.predict_tensor_pool, CorefModel.predict_tensors
+
+    def pool_spy(self, documents, max_tokens):
+        outcomes = predict_tensor_pool(self, documents, max_tokens)
+        pools.append((documents, outcomes))
+        return outcomes
+
+    def spy(self, tensors, hidden=None):
+        read[id(tensors)] = None if hidden is None else hidden.detach().clone()
+        return predict_tensors(self, tensors, hidden)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(CorefModel, "predict_tensor_pool", pool_spy)
+        patch.setattr(CorefModel, "predict_tensors", spy)
+        result = predict()
+    terms = encoder_terms(model.model.encoder.model.config, model.config.max_segment_len)
+    same, clusters_alone = [], 0
+    for documents, outcomes in pools:
+        for tensors, batched in zip(documents, outcomes, strict=True):
+            with recorded_encoder_outputs(model) as outputs:
+                alone = model.predict_tensors(tensors)
+            alone_hidden = torch.cat(outputs)  # [n, H]: the numbers its head read
+            assert model.predict_tensors(tensors, alone_hidden) == alone, tensors.doc_key
+            clusters_alone += len(alone)
+            hidden = read[id(tensors)]
+            if hidden is not None:
+                assert_reordered_close(hidden, alone_hidden, terms, msg=tensors.doc_key)
+            same.append(hidden is None or torch.equal(hidden, alone_hidden))
+            if same[-1]:
+                assert batched == alone, tensors.doc_key
+    assert pools and clusters_alone >= least_clusters  # decisions to see
+    return result, same
+
+
+def assert_same_where_read_the_same(batched: list[Any], alone: list[Any], read_the_same: list[bool]) -> None:
+    """``batched`` and ``alone`` (what a surface made of each document the encoder read, in their order) equal for
+    every document that read the same numbers batched as alone (``batched_as_one_at_a_time``)."""
+    assert len(batched) == len(alone) == len(read_the_same)
+    assert [item for item, same in zip(batched, read_the_same, strict=True) if same] == [
+        item for item, same in zip(alone, read_the_same, strict=True) if same
+    ]

@@ -12,7 +12,11 @@ spacy = pytest.importorskip("spacy", reason="the spaCy component needs the spacy
 
 from coref_pipeline.serving.coref_model import CorefModel  # noqa: E402
 from tests.models.tiny import save_tiny_models  # noqa: E402
-from tests.serving.encoder_passes import counted_encoder_passes  # noqa: E402
+from tests.serving.encoder_passes import (  # noqa: E402
+    assert_same_where_read_the_same,
+    batched_as_one_at_a_time,
+    counted_encoder_passes,
+)
 
 TEXT = (
     "Ada wrote a note to Charles. She sent it in the morning, and he read it twice.\n\n"
@@ -74,10 +78,15 @@ def test_pipe_gives_what_one_doc_at_a_time_gives_reading_several_docs_a_pass(mod
     nlp = pipeline(model_dirs[1], sentencizer=sentencizer)
     texts = [*TEXTS[:9], " ", *TEXTS[9:]]  # a doc without words among them, in its place
     one_at_a_time = [token_clusters(nlp(text)) for text in texts]
-    passes = counted_encoder_passes(nlp.get_pipe("coref_pipeline").coref_model, monkeypatch)
-    batched = [token_clusters(doc) for doc in nlp.pipe(texts, batch_size=6)]
-    assert batched == one_at_a_time and any(one_at_a_time) and batched[9] == []
-    assert len(passes) < len(texts) - 1  # several docs' segments a pass (on a CPU, short ones are grouped)
+    model = nlp.get_pipe("coref_pipeline").coref_model
+    passes = counted_encoder_passes(model, monkeypatch)
+    (docs, passes_batched), read_the_same = batched_as_one_at_a_time(
+        model, lambda: (list(nlp.pipe(texts, batch_size=6)), len(passes))
+    )
+    batched = [token_clusters(doc) for doc in docs]
+    assert batched[9] == one_at_a_time[9] == [] and any(one_at_a_time)
+    assert_same_where_read_the_same(batched[:9] + batched[10:], one_at_a_time[:9] + one_at_a_time[10:], read_the_same)
+    assert passes_batched < len(texts) - 1  # several docs' segments a pass (on a CPU, short ones are grouped)
 
 
 def test_to_disk_and_spacy_load_keep_the_model(model_dirs, tmp_path):

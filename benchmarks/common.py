@@ -49,12 +49,21 @@ ONEDNN_LIBRARIES_CACHES = {name: "1024" for name in ONEDNN_CACHE_ENVIRONMENT}
 LITBANK = ROOT.parent / "shared" / "corpora" / "litbank"
 RESULTS = ROOT / "data" / "benchmarks"  # where the programs write their figures (not committed)
 REPORTING = ROOT / "data" / "08_reporting"
+# The 60 pronoun probes (jsonlines, a "text" each, about 17 words): the precision benchmarks' texts, and the short
+# documents of the many-documents programs
+PROBES = ROOT / "data" / "01_raw" / "probes" / "pronoun_probes.jsonl"
 
 
 def require_litbank() -> None:
     """End the program in one line when the shared LitBank corpus is not beside the project."""
     if not (LITBANK / "train.conll").is_file():
         sys.exit(f"the shared LitBank corpus is not at {LITBANK} (../shared/corpora/litbank beside the project)")
+
+
+def probe_texts(count: int) -> list[str]:
+    """``count`` short texts: the probes' texts, cycled."""
+    texts = [json.loads(line)["text"] for line in PROBES.read_text(encoding="utf-8").splitlines()]
+    return [texts[index % len(texts)] for index in range(count)]
 
 
 def host() -> str:

@@ -41,14 +41,13 @@ from unittest import mock
 
 import torch
 
-from benchmarks.common import RESULTS, ROOT, host, write_results
+from benchmarks.common import PROBES, RESULTS, ROOT, host, write_results
 from coref_pipeline.evaluation.predictions import score_predictions
 from coref_pipeline.files import read_jsonlines
 from coref_pipeline.serving import coref_model
 from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.studies.probes import ProbeError, judge_probe, read_probes, summarize_probes
 
-PROBES = ROOT / "data" / "01_raw" / "probes" / "pronoun_probes.jsonl"
 MODEL = ROOT / "data" / "06_models" / "baseline"
 JSONLINES = ROOT / "data" / "03_primary" / "jsonlines"
 

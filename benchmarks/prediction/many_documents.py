@@ -46,20 +46,18 @@ import subprocess
 import time
 from collections.abc import Sequence
 
-from benchmarks.common import ROOT, host, measured_process, with_source_tree, write_results
+from benchmarks.common import ROOT, host, measured_process, probe_texts, with_source_tree, write_results
 from coref_pipeline.files import ResumableJsonLines
 
 WORK = ROOT / "data" / "benchmarks" / "many_documents"
-PROBES = ROOT / "data" / "01_raw" / "probes" / "pronoun_probes.jsonl"
 KILL_POLL_S = 0.02  # how often the killed run's partial file is counted
 
 
 def write_input(path: Path, count: int) -> Path:
     """``count`` text records, the probes' texts cycled, at ``path``."""
-    texts = [json.loads(line)["text"] for line in PROBES.read_text(encoding="utf-8").splitlines()]
     with path.open("w", encoding="utf-8") as out:
-        for index in range(count):
-            out.write(json.dumps({"doc_key": f"short/{index:07d}", "text": texts[index % len(texts)]}) + "\n")
+        for index, text in enumerate(probe_texts(count)):
+            out.write(json.dumps({"doc_key": f"short/{index:07d}", "text": text}) + "\n")
     return path
 
 

@@ -26,11 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project root
 import argparse
 import dataclasses
 
-from benchmarks.common import RESULTS, ROOT, host, write_results
+from benchmarks.common import PROBES, RESULTS, ROOT, host, write_results
 from coref_pipeline.serving.coref_model import CorefModel
 from coref_pipeline.studies.probes import ProbeError, judge_predictions, read_probes, summarize_probes
 
-PROBES = ROOT / "data" / "01_raw" / "probes" / "pronoun_probes.jsonl"
 MODELS = [ROOT / "data" / "06_models" / "baseline", ROOT / "data" / "06_models" / "incremental"]
 
 

@@ -26,10 +26,9 @@ import argparse
 import json
 import statistics
 
-from benchmarks.common import ROOT, coref_pipeline, host, write_results
+from benchmarks.common import PROBES, ROOT, coref_pipeline, host, write_results
 
 WORK = ROOT / "data" / "benchmarks" / "raw_text"
-PROBES = ROOT / "data" / "01_raw" / "probes" / "pronoun_probes.jsonl"
 README_TEXT = "Ada met Charles in 1833. He showed her his engine."
 
 

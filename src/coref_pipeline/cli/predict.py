@@ -65,8 +65,8 @@ DESCRIPTION = (
     type=click.IntRange(min=0),
     default=None,
     help="subtokens the encoder reads in one pass over the segments of several documents; 0 reads one document "
-    "at a time (in fp32 the same clusters either way; default: 8192 on a GPU, 512 on a CPU, where short documents "
-    "grouped measured faster: docs/benchmarks.md)",
+    "at a time (in fp32 the same clusters either way but for float32's near ties; default: 8192 on a GPU, 512 on a "
+    "CPU, where short documents grouped measured faster: docs/benchmarks.md)",
 )
 @click.option(
     "--device",

@@ -5,8 +5,9 @@ returns a :class:`~coref_pipeline.serving.results.CorefResult`: the words, the s
 clusters as word spans, character spans into the given text and mention strings.
 ``predict(texts=[...])`` and ``predict_many`` predict many documents at once, and ``predict_documents`` runs on
 Joshi-format jsonlines (subtoken spans), as the pipelines do: documents grouped by length, the segments of a group
-read by the encoder together (``serving.batching``): in fp32 the same clusters as one at a time; in bf16 a
-segment padded to another width rounds otherwise, and a few documents' clusters differ (docs/api.md).
+read by the encoder together (``serving.batching``): in fp32 the scores of one at a time within float32's bound
+for the reordered sums, so the same clusters but where that rounding tips a near tie; in bf16 a segment padded to
+another width rounds otherwise, and a few documents' clusters differ (docs/api.md).
 """
 
 from __future__ import annotations
@@ -365,7 +366,8 @@ class CorefModel:
         512, "5sent"; see ``corpus_documents``). ``max_tokens_in_batch``: the subtokens of one encoder pass over
         the segments of several documents (``serving.batching``; documents are read ahead from an iterator a few
         budgets at a time); 0 reads one document at a time; None, the device's default (``batch_tokens``). In fp32
-        the clusters are the same either way, in bf16 not always (the module's docstring).
+        the clusters are the same either way but where float32's rounding tips a near tie, in bf16 not always (the
+        module's docstring).
         """
         return list(self.predicted_documents(documents, progress, total, segment_length, max_tokens_in_batch))
 
@@ -484,8 +486,8 @@ class CorefModel:
         """``predict`` on many documents, yielded in their order as they are done, with a progress bar: documents
         read a few budgets ahead, grouped by length, and the segments of a group read by the encoder together
         (``max_tokens_in_batch`` subtokens a pass; 0: one document at a time; None: the device's default,
-        ``batch_tokens``). In fp32 the clusters are the same either way, in bf16 not always (the module's
-        docstring).
+        ``batch_tokens``). In fp32 the clusters are the same either way but where float32's rounding tips a near
+        tie, in bf16 not always (the module's docstring).
 
         An item is what ``predict`` takes, or a record ``{"text": ...}`` or
         ``{"sentences": [[...]]}`` (or ``{"words": [...]}``) with optional ``speakers``,

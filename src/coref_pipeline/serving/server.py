@@ -88,7 +88,8 @@ class Predictor:
     thread, once two threads had predicted). Requests that arrive while the model is busy wait together, and the
     model then reads all their texts at once (``CorefModel.predict_many``: grouped by length, the segments of a
     group through the encoder together, ``max_tokens_in_batch`` subtokens a pass; None: the device's default,
-    ``CorefModel.batch_tokens``), each request answered with its own texts' clusters, the same as alone.
+    ``CorefModel.batch_tokens``), each request answered with its own texts' clusters, in fp32 those of alone but
+    where float32's rounding tips a near tie.
     """
 
     def __init__(self, load: Callable[[], CorefModel], source: str, max_tokens_in_batch: int | None = None) -> None:

@@ -1,11 +1,15 @@
 """The head against the encoder in arithmetic: the matrix products' FLOPs of a prediction, and the time they take.
 
 Run: python benchmarks/prediction/head_flops.py [--models data/06_models/baseline data/06_models/incremental]
-     [--precisions 32 auto] [--ontonotes 30] [--rounds 3] [--min-coarse-scores F ...] [--work-dir DIR]
+     [--precisions 32 auto] [--ontonotes 30] [--short-texts 300] [--sets NAME ...] [--rounds 3]
+     [--min-coarse-scores F ...] [--work-dir DIR]
 
 The issue's goal for the baseline is a prediction that takes at most 1.2x the encoder's own forward passes. This
 program says what the arithmetic allows. For each model, precision and document set (LitBank test and the
-OntoNotes-shaped documents, as ``throughput.py`` writes them):
+OntoNotes-shaped documents, as ``throughput.py`` writes them; and ``--short-texts`` texts of about 17 words, the 60
+pronoun probes' texts cycled, what a user with many short documents predicts; ``--sets`` keeps some), each predicted
+as ``predict`` does (``predict_documents`` at the device's default budget: on a CPU short documents grouped in the
+encoder's passes, 512 subtokens a pass, the head a document at a time):
 
 1. One pass under ``torch.utils.flop_counter.FlopCounterMode`` counts the FLOPs of every matrix product (``mm``,
    ``addmm``, ``bmm``, and the encoder's attention, which the counter does not know on a CPU: 4 b h l s e for
@@ -39,6 +43,7 @@ import collections
 import contextlib
 import functools
 import itertools
+import re
 import statistics
 import time
 from collections.abc import Iterator
@@ -48,14 +53,24 @@ from unittest import mock
 import torch
 from torch.utils import flop_counter
 
-from benchmarks.common import ROOT, EncoderClock, host, require_litbank, write_results
+from benchmarks.common import ROOT, EncoderClock, host, probe_texts, require_litbank, write_results
 from benchmarks.prediction.throughput import write_sets
 from coref_pipeline.files import read_jsonlines
 from coref_pipeline.models.scorers import PairScorer, SpanScorer
-from coref_pipeline.serving.coref_model import CorefModel
+from coref_pipeline.serving.coref_model import CorefModel, as_split_text
 
 WORK = ROOT / "data" / "benchmarks" / "head_flops"
 MODELS = [ROOT / "data" / "06_models" / "baseline", ROOT / "data" / "06_models" / "incremental"]
+SETS = ["litbank_test", "ontonotes_shaped", "short_texts"]
+
+
+def short_text_documents(model: Path, count: int) -> list[dict]:
+    """``count`` short texts (``common.probe_texts``) as jsonlines documents, segmented for ``model``."""
+    trained = CorefModel.load(model, for_prediction=True)
+    return [
+        trained.jsonlines_document(as_split_text(text), None, "nw", f"short/{index:07d}")
+        for index, text in enumerate(probe_texts(count))
+    ]
 
 
 def attention_flops(query, key, value, *args, out_shape=None, **kwargs) -> int:
@@ -112,7 +127,9 @@ def counted_flops(trained: CorefModel, documents: list[dict]) -> tuple[dict[str,
         predicted = trained.predict_documents(documents, progress=False)
     counts = counter.get_flop_counts()
     total = sum(counts["Global"].values()) / 1e9
-    encoder = next(sum(ops.values()) for name, ops in counts.items() if name.endswith(".encoder")) / 1e9
+    # the encoder as the model's module (a document predicted alone) and called itself (a group's passes)
+    encoders = [name for name in counts if name == "SegmentEncoder" or re.fullmatch(r"\w+\.encoder", name)]
+    encoder = sum(sum(counts[name].values()) for name in encoders) / 1e9
     head = total - encoder
     flops = {
         "encoder_gflop": encoder,
@@ -146,6 +163,8 @@ def main() -> None:
     parser.add_argument("--models", type=Path, nargs="+", default=MODELS)
     parser.add_argument("--precisions", nargs="+", default=["32", "auto"], choices=["32", "auto"])
     parser.add_argument("--ontonotes", type=int, default=30, help="OntoNotes-shaped documents")
+    parser.add_argument("--short-texts", type=int, default=300, help="short texts (the probes' texts cycled)")
+    parser.add_argument("--sets", nargs="+", default=SETS, choices=SETS, help="the document sets measured")
     parser.add_argument("--rounds", type=int, default=3, help="timed passes over each set (the median kept)")
     parser.add_argument(
         "--min-coarse-scores", type=float, nargs="+", default=[], metavar="F",
@@ -158,7 +177,9 @@ def main() -> None:
         if not (model / "coref_config.json").is_file():
             sys.exit(f"no model at {model}: run the main job first (README), or name one with --models")
     sets = write_sets(args.models[0], args.work_dir, args.ontonotes)
-    documents_of = {name: list(read_jsonlines(path)) for name, path in sets.items()}
+    documents_of = {name: list(read_jsonlines(path)) for name, path in sets.items() if name in args.sets}
+    if "short_texts" in args.sets and args.short_texts:
+        documents_of["short_texts"] = short_text_documents(args.models[0], args.short_texts)
     rows = []
     print(f"host: {host()}, torch {torch.__version__}, {torch.get_num_threads()} threads")
     print(

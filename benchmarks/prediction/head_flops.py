@@ -56,19 +56,21 @@ from torch.utils import flop_counter
 from benchmarks.common import ROOT, EncoderClock, host, probe_texts, require_litbank, write_results
 from benchmarks.prediction.throughput import write_sets
 from coref_pipeline.files import read_jsonlines
+from coref_pipeline.formats.conll import DEFAULT_GENRE
 from coref_pipeline.models.scorers import PairScorer, SpanScorer
 from coref_pipeline.serving.coref_model import CorefModel, as_split_text
 
 WORK = ROOT / "data" / "benchmarks" / "head_flops"
 MODELS = [ROOT / "data" / "06_models" / "baseline", ROOT / "data" / "06_models" / "incremental"]
 SETS = ["litbank_test", "ontonotes_shaped", "short_texts"]
+WRITTEN_SETS = {"litbank_test", "ontonotes_shaped"}  # what throughput.write_sets writes (LitBank test needs it)
 
 
 def short_text_documents(model: Path, count: int) -> list[dict]:
     """``count`` short texts (``common.probe_texts``) as jsonlines documents, segmented for ``model``."""
     trained = CorefModel.load(model, for_prediction=True)
     return [
-        trained.jsonlines_document(as_split_text(text), None, "nw", f"short/{index:07d}")
+        trained.jsonlines_document(as_split_text(text), None, DEFAULT_GENRE, f"short/{index:07d}")
         for index, text in enumerate(probe_texts(count))
     ]
 
@@ -172,12 +174,15 @@ def main() -> None:
     )  # fmt: skip
     parser.add_argument("--work-dir", type=Path, default=WORK)
     args = parser.parse_args()
-    require_litbank()
+    if WRITTEN_SETS & set(args.sets):
+        require_litbank()
     for model in args.models:
         if not (model / "coref_config.json").is_file():
             sys.exit(f"no model at {model}: run the main job first (README), or name one with --models")
-    sets = write_sets(args.models[0], args.work_dir, args.ontonotes)
-    documents_of = {name: list(read_jsonlines(path)) for name, path in sets.items() if name in args.sets}
+    documents_of = {}
+    if WRITTEN_SETS & set(args.sets):
+        sets = write_sets(args.models[0], args.work_dir, args.ontonotes)
+        documents_of = {name: list(read_jsonlines(path)) for name, path in sets.items() if name in args.sets}
     if "short_texts" in args.sets and args.short_texts:
         documents_of["short_texts"] = short_text_documents(args.models[0], args.short_texts)
     rows = []

@@ -141,3 +141,26 @@ def assert_trained_alike(
         else:
             bound = 2 * reordered(terms) * reach[name]
             torch.testing.assert_close(actual[name], expected[name], rtol=0, atol=bound, msg=name)
+
+
+def head_terms(model: torch.nn.Module) -> int:
+    """The reduction lengths along a baseline's head (``BaselineCorefModel``), for its scores computed in products of
+    other shapes (several documents' together): the mention FFNN, the coarse scorer's projection and bilinear
+    product, the pair FFNN."""
+    return (
+        ffnn_terms(model.span_scorer.mention_scores)
+        + 2 * model.span_dim
+        + ffnn_terms(model.pair_scorer.slow_antecedent_scores)
+    )
+
+
+def near_tie(scores: torch.Tensor, terms: int) -> bool:
+    """Whether some row of ``scores`` (``[k, c + 1]``: each span's dummy and antecedents) holds two finite scores within
+    twice the float bound of ``terms`` reordered terms of each other: a decision that float32's rounding may tip."""
+    finite = scores[torch.isfinite(scores)]
+    margin = 2 * reordered(terms) * (float(finite.abs().max()) if finite.numel() else 0.0)
+    for row in scores:
+        values = row[torch.isfinite(row)].sort().values
+        if values.numel() > 1 and bool((values.diff() <= margin).any()):
+            return True
+    return False

@@ -16,7 +16,8 @@ encoder's passes, 512 subtokens a pass, the head a document at a time):
    ``_scaled_dot_product_flash_attention_for_cpu``), split between the encoder's module and the rest (the head:
    the mention scorer, the coarse and fine antecedent scorers, the incremental model's entity passes). Element-wise
    work (softmax, GELU, layer norm, the head's gathers and sums) is not counted. The head's FLOPs are split further:
-   the mention scorer (``SpanScorer.top_spans`` and ``candidate_scores``), the fine pair scorer
+   the mention scorer (``SpanScorer.top_spans``, ``candidate_scores``, ``score_candidates`` and
+   ``span_embeddings``), the fine pair scorer
    (``PairScorer.scores``, with the pairs it scored) and the rest (the coarse scorer's source projection and
    bilinear products, the incremental model's entity updates).
 2. ``--rounds`` timed passes (after one that warms the kernels up), in this process, each over every document,
@@ -84,7 +85,14 @@ COUNTED = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: attention
 # The head's parts counted apart (the methods that compute them; a call inside another counted one is the outer's):
 # the rest of the head is the coarse scorer (the source projection and the bilinear products) and what is left.
 PARTS = {
-    "mention": [(SpanScorer, "top_spans"), (SpanScorer, "candidate_scores")],
+    # the methods a document predicted alone calls (top_spans, or the incremental model's candidate_scores) and those
+    # the baseline's head over a group calls itself (score_candidates, span_embeddings)
+    "mention": [
+        (SpanScorer, "top_spans"),
+        (SpanScorer, "candidate_scores"),
+        (SpanScorer, "score_candidates"),
+        (SpanScorer, "span_embeddings"),
+    ],
     "fine": [(PairScorer, "scores")],
 }
 

@@ -14,7 +14,7 @@ from coref_pipeline.models.document import crop, random_crop
 from coref_pipeline.models.layers import FFNN, Dropout
 from coref_pipeline.models.spans import bucket_distance, span_cluster_ids
 from tests.models.tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
-from tests.tolerances import assert_reordered_close, ffnn_terms
+from tests.tolerances import assert_reordered_close, ffnn_terms, head_terms, near_tie
 
 
 @pytest.fixture
@@ -506,3 +506,57 @@ def test_without_overlapping_antecedents_no_span_takes_an_antecedent_that_overla
     for index, choice in enumerate(links.tolist()):
         if choice >= 0:
             assert int(ends[antecedents[index, choice]]) < int(starts[index]), clusters
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"overlapping_antecedents": False}, {"coarse_to_fine": False}, {"min_coarse_score": 0.0}, {"coref_depth": 1}],
+)
+def test_a_group_of_documents_gives_each_its_own_output_within_the_float_bound(overrides):
+    """``forward_group``: documents of other lengths, genres and speakers predicted together, each as ``forward``
+    predicts it alone from the same encoder output: the same spans and antecedents in its own positions, the scores
+    within float32's bound (the products come in other shapes), the same clusters but at a near tie."""
+    config = tiny_config(**overrides)
+    model = BaselineCorefModel(config, tiny_encoder(seed=5))
+    with torch.no_grad():  # weights spread so that the pairs score apart from the dummy and link
+        for parameter in model.pair_scorer.parameters():
+            parameter.add_(torch.randn(parameter.shape, generator=torch.Generator().manual_seed(1)) * 0.3)
+    model.eval()
+    keys = ["nw/a_0", "bc/b_0", "tc/c_0", "wb/d_0", "pt/e_0"]
+    documents = [
+        tiny_tensors(make_document(key, seed=seed, num_segments=segments), config)
+        for seed, (key, segments) in enumerate(zip(keys, [3, 1, 2, 1, 3], strict=True))
+    ]
+    assert len({document.genre for document in documents}) == len(documents)
+    terms, linked = head_terms(model), 0
+    with torch.no_grad():
+        hidden = [model.encode(document) for document in documents]
+        together = model.forward_group(documents, hidden)
+        for document, encoded, output in zip(documents, hidden, together, strict=True):
+            alone = model(document, with_loss=False, hidden=encoded)
+            for name in ("candidate_starts", "candidate_ends", "top_span_starts", "top_span_ends", "top_antecedents"):
+                assert torch.equal(getattr(output, name), getattr(alone, name)), name
+            assert torch.equal(output.top_antecedent_mask, alone.top_antecedent_mask)
+            assert_reordered_close(output.candidate_mention_scores, alone.candidate_mention_scores, terms)
+            assert_reordered_close(output.top_span_emb, alone.top_span_emb, terms)
+            assert_reordered_close(output.top_antecedent_scores, alone.top_antecedent_scores, terms)
+            clusters = [
+                predicted_clusters(
+                    result.top_span_starts,
+                    result.top_span_ends,
+                    result.top_antecedents,
+                    result.top_antecedent_scores,
+                    config.overlapping_antecedents,
+                )
+                for result in (output, alone)
+            ]
+            assert clusters[0] == clusters[1] or near_tie(alone.top_antecedent_scores, terms)
+            linked += len(clusters[1])
+    assert linked  # decisions to see
+
+
+def test_a_group_is_predicted_in_evaluation_mode_only(model_and_document):
+    model, document = model_and_document
+    model.train()
+    with pytest.raises(RuntimeError, match="evaluation mode"):
+        model.forward_group([document, document], [model.encode(document)] * 2)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from coref_pipeline.serving.coref_model import CorefModel
-from tests.tolerances import assert_reordered_close
+from tests.tolerances import assert_reordered_close, head_terms, near_tie
 
 ResultT = TypeVar("ResultT")
 
@@ -57,6 +57,31 @@ def encoder_terms(config, width: int) -> int:
     return config.num_hidden_layers * layer + hidden
 
 
+def assert_head_together_as_alone(model: CorefModel, tensors: Any, hidden: torch.Tensor, together: Any) -> bool:
+    """The baseline's head run over a group (``together``: its ``CorefOutput`` for this document) against its head
+    run alone on the same encoder output ``hidden``: the same spans and antecedents, the scores within the float
+    bound; the same clusters, but where a near tie in the scores alone lets float32's rounding tip a decision.
+    Returns whether the clusters are the same."""
+    from coref_pipeline.models.baseline import predicted_clusters
+
+    alone = model._forward_for_inference(tensors, hidden)
+    terms, key = head_terms(model.model), tensors.doc_key
+    assert_reordered_close(together.candidate_mention_scores, alone.candidate_mention_scores, terms, msg=key)
+    for name in ("top_span_starts", "top_span_ends", "top_antecedents", "top_antecedent_mask"):
+        assert torch.equal(getattr(together, name), getattr(alone, name)), (key, name)
+    assert_reordered_close(together.top_antecedent_scores, alone.top_antecedent_scores, terms, msg=key)
+    clusters = predicted_clusters(
+        together.top_span_starts,
+        together.top_span_ends,
+        together.top_antecedents,
+        together.top_antecedent_scores,
+        model.config.overlapping_antecedents,
+    )
+    same = clusters == model.predict_tensors(tensors, hidden)
+    assert same or near_tie(alone.top_antecedent_scores, terms), key
+    return same
+
+
 def batched_as_one_at_a_time(
     model: CorefModel, predict: Callable[[], ResultT], least_clusters: int = 1
 ) -> tuple[ResultT, list[bool]]:
@@ -66,11 +91,16 @@ def batched_as_one_at_a_time(
     alone gives exactly its clusters alone. Its clusters batched then differ from one at a time only where a rounding
     of the encoder's reordered sums (a group pads segments to another width) tips a decision between near-equal
     scores, which no CPU's arithmetic rules out: an exact comparison would hold one CPU's rounding. Where it read the
-    same numbers, its clusters are the same (asserted here). Returns ``predict``'s result and, for each document the
-    encoder read (those with words), in their order, whether it read the same numbers."""
+    same numbers, its clusters are the same (asserted here). A baseline's document whose head ran with its group's
+    (``CorefModel.predict_group``) is also held to its head alone on the numbers it read
+    (``assert_head_together_as_alone``), and counts as reading the same numbers where its clusters there are the
+    same too. Returns ``predict``'s result and, for each document the encoder read (those with words), in their
+    order, whether it read the same numbers."""
     pools: list[tuple[Sequence[Any], list[Any]]] = []
     read: dict[int, torch.Tensor | None] = {}
+    together: dict[int, Any] = {}
     predict_tensor_pool, predict_tensors = CorefModel.predict_tensor_pool, CorefModel.predict_tensors
+    forward_group = type(model.model).forward_group if model.model_type == "baseline" else None
 
     def pool_spy(self, documents, max_tokens):
         outcomes = predict_tensor_pool(self, documents, max_tokens)
@@ -81,9 +111,17 @@ def batched_as_one_at_a_time(
         read[id(tensors)] = None if hidden is None else hidden.detach().clone()
         return predict_tensors(self, tensors, hidden)
 
+    def group_spy(self, documents, hidden):
+        outputs = forward_group(self, documents, hidden)
+        for tensors, encoded, output in zip(documents, hidden, outputs, strict=True):
+            read[id(tensors)], together[id(tensors)] = encoded.detach().clone(), output
+        return outputs
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(CorefModel, "predict_tensor_pool", pool_spy)
         patch.setattr(CorefModel, "predict_tensors", spy)
+        if forward_group is not None:
+            patch.setattr(type(model.model), "forward_group", group_spy)
         result = predict()
     terms = encoder_terms(model.model.encoder.model.config, model.config.max_segment_len)
     same, clusters_alone = [], 0
@@ -98,6 +136,8 @@ def batched_as_one_at_a_time(
             if hidden is not None:
                 assert_reordered_close(hidden, alone_hidden, terms, msg=tensors.doc_key)
             same.append(hidden is None or torch.equal(hidden, alone_hidden))
+            if id(tensors) in together:
+                same[-1] &= assert_head_together_as_alone(model, tensors, hidden, together[id(tensors)])
             if same[-1]:
                 assert batched == alone, tensors.doc_key
     assert pools and clusters_alone >= least_clusters  # decisions to see

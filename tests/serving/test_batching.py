@@ -3,6 +3,7 @@ document at a time, in bounded memory (``serving/batching.py``, ``CorefModel.pre
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -10,8 +11,10 @@ import torch
 
 from coref_pipeline.serving.batching import (
     CPU_MAX_TOKENS_IN_BATCH,
+    HEAD_LENGTH_RATIO,
     MAX_TOKENS_IN_BATCH,
     default_batch_tokens,
+    head_runs,
     length_groups,
     pools,
 )
@@ -66,6 +69,18 @@ def test_length_groups_hold_every_document_once_longest_first_within_the_budget(
 def test_length_groups_refuse_a_budget_below_one():
     with pytest.raises(ValueError, match="max_tokens_in_batch must be at least 1"):
         length_groups([3], 0)
+
+
+@pytest.mark.parametrize("counts", [[40, 38, 30, 21, 20, 19, 10, 9], [4000] + [40] * 100, [7], []])
+def test_head_runs_keep_a_groups_order_and_each_runs_lengths_within_the_ratio(counts):
+    runs = head_runs(counts)
+    assert [position for run in runs for position in run] == list(range(len(counts)))
+    for run in runs:
+        assert counts[run[0]] <= HEAD_LENGTH_RATIO * counts[run[-1]]
+    for before, after in itertools.pairwise(runs):  # a run ends only where the next document would break the ratio
+        assert counts[before[0]] > HEAD_LENGTH_RATIO * counts[after[0]]
+    if len(counts) == 101:
+        assert runs == [[0], list(range(1, 101))]  # the long document's head alone, not squared for each short one
 
 
 def test_pools_read_an_iterator_lazily_in_bounded_pools():

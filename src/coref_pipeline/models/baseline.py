@@ -8,7 +8,7 @@ higher-order refinement and the loss.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -24,6 +24,7 @@ from coref_pipeline.models.spans import (
     bucket_distance,
     gold_mention_loss,
     overlapping_pairs,
+    prune_spans,
     span_cluster_ids,
     top_k_in_order,
 )
@@ -99,16 +100,17 @@ class BaselineCorefModel(nn.Module):
 
     # ------------------------------------------------------------ antecedents
     def coarse_scores(self, span_emb: torch.Tensor, mention_scores: torch.Tensor) -> torch.Tensor:
-        """s_m(i) + s_m(j) + g_i' W g_j + distance prior, -inf where j is not before i: ``[k, k]``."""
-        k = span_emb.shape[0]
+        """s_m(i) + s_m(j) + g_i' W g_j + distance prior, -inf where j is not before i: ``[k, k]`` (``span_emb``
+        ``[..., k, D]`` and ``mention_scores`` ``[..., k]``, several documents' spans side by side: ``[..., k, k]``)."""
+        k = span_emb.shape[-2]
         positions = torch.arange(k, device=span_emb.device)  # [k]
         offsets = positions.unsqueeze(1) - positions.unsqueeze(0)  # [k, k]
-        scores = mention_scores.unsqueeze(1) + mention_scores.unsqueeze(0)  # [k, k]
+        scores = mention_scores.unsqueeze(-1) + mention_scores.unsqueeze(-2)  # [k, k]
         scores = scores.masked_fill(offsets < 1, float("-inf"))
         if self.config.coarse_to_fine:
             with self.pair_scorer.inference_autocast(span_emb):  # where the fine FFNN computes (bf16 at inference)
                 source = self.dropout(self.src_projection(span_emb))  # [k, D]
-                bilinear = source @ self.dropout(span_emb).T  # [k, k]
+                bilinear = source @ self.dropout(span_emb).transpose(-1, -2)  # [k, k]
             scores = scores + bilinear.float()  # fp32 for top-k under mixed precision
         if self.config.use_prior:
             prior = self.distance_prior_projection(self.dropout(self.antecedent_distance_prior.weight))  # [10, 1]
@@ -119,15 +121,17 @@ class BaselineCorefModel(nn.Module):
         return scores
 
     def top_antecedents(self, coarse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The ``max_top_antecedents`` best antecedents per span: indices, mask, coarse scores ``[k, c]``."""
-        k = coarse.shape[0]
+        """The ``max_top_antecedents`` best antecedents per span: indices, mask, coarse scores ``[k, c]`` (``coarse``
+        ``[..., k, k]``: ``[..., k, c]``)."""
+        k = coarse.shape[-1]
         c = min(self.config.max_top_antecedents, k)
         positions = torch.arange(k, device=coarse.device)  # [k]
         if self.config.coarse_to_fine:
             antecedents = top_k_in_order(coarse, c)  # [k, c]
         else:  # distance pruning: the c closest preceding spans
             antecedents = (positions.unsqueeze(1) - 1 - positions[:c].unsqueeze(0)).clamp(min=0)
-        top_scores = coarse.gather(1, antecedents)  # [k, c]
+            antecedents = antecedents.expand(*coarse.shape[:-1], c)
+        top_scores = coarse.gather(-1, antecedents)  # [k, c]
         mask = antecedents < positions.unsqueeze(1)  # [k, c]
         if not self.config.overlapping_antecedents:  # an overlapping antecedent is no antecedent (coarse -inf)
             mask &= top_scores > float("-inf")
@@ -140,10 +144,11 @@ class BaselineCorefModel(nn.Module):
         span_starts: torch.Tensor,
         speaker_ids: torch.Tensor,
         segment_of_token: torch.Tensor,
-        genre: int,
+        genre: int | torch.Tensor,
     ) -> torch.Tensor | None:
-        """phi: same speaker, genre, antecedent distance bucket, segment distance: ``[k, c, features]``, before its
-        dropout (drawn in each round of the fine scoring, as the original draws it)."""
+        """phi: same speaker, genre (the document's, or each span's ``[k]``), antecedent distance bucket, segment
+        distance: ``[k, c, features]``, before its dropout (drawn in each round of the fine scoring, as the original
+        draws it)."""
         k = antecedents.shape[0]
         span_speakers = speaker_ids[span_starts]  # [k]
         same_speaker = span_speakers.unsqueeze(1) == span_speakers[antecedents]  # [k, c]
@@ -193,11 +198,8 @@ class BaselineCorefModel(nn.Module):
         config = self.config
         hidden = self.encode(document) if hidden is None else hidden  # [n, H]
         num_tokens = hidden.shape[0]
-        starts, ends = document.candidate_spans(
-            config.max_span_width, config.word_boundary_spans, special_tokens=config.special_token_spans
-        )
-        k = min(config.max_num_extracted_spans, int(num_tokens * config.top_span_ratio), starts.shape[0])
-        k = max(k, 1) if starts.shape[0] else 0
+        starts, ends = self.candidate_spans(document)
+        k = self.kept_span_count(num_tokens, starts.shape[0])
         candidate_loss = bool(config.mention_loss_coef) and config.mention_loss_spans == "candidates"
         mention_scores, kept, top_scores, span_emb = self.span_scorer.top_spans(
             hidden, starts, ends, k, candidate_gradients=candidate_loss
@@ -241,6 +243,109 @@ class BaselineCorefModel(nn.Module):
         if self.training or (with_loss and document.gold_starts.numel()):
             output.loss = self.loss(output, document)
         return output
+
+    def candidate_spans(self, document: DocumentTensors) -> tuple[torch.Tensor, torch.Tensor]:
+        """The document's candidate spans by the model's rules: starts and ends ``[num_candidates]``."""
+        config = self.config
+        return document.candidate_spans(
+            config.max_span_width, config.word_boundary_spans, special_tokens=config.special_token_spans
+        )
+
+    def kept_span_count(self, num_tokens: int, num_candidates: int) -> int:
+        """How many of a document's candidate spans pruning keeps: ``top_span_ratio`` of its subtokens, at most
+        ``max_num_extracted_spans``, at least one where it has a candidate."""
+        config = self.config
+        k = min(config.max_num_extracted_spans, int(num_tokens * config.top_span_ratio), num_candidates)
+        return max(k, 1) if num_candidates else 0
+
+    def forward_group(self, documents: Sequence[DocumentTensors], hidden: Sequence[torch.Tensor]) -> list[CorefOutput]:
+        """Several documents predicted together (``hidden``: each one's encoder output ``[n_i, H]``), in evaluation
+        mode: each one's output as :meth:`forward` gives it without a loss, in its own positions, to float32's
+        rounding (the products come in other shapes). The head's weights are read once a group instead of once a
+        document, and its operators run once: every candidate of the group scored in one pass over their subtokens,
+        each document pruned to its own spans, then the documents' kept spans side by side (``[G, w, ...]``, ``w``
+        the most any kept, the rest padding that scores -inf) through one coarse projection, each span's
+        antecedents among its own document's spans, and one fine pass over the group's pairs."""
+        if self.training:
+            raise RuntimeError("forward_group predicts: put the model in evaluation mode (model.eval())")
+        config, device = self.config, hidden[0].device
+        token_offsets = [0]
+        for document in documents[:-1]:
+            token_offsets.append(token_offsets[-1] + document.num_tokens)
+        spans = [self.candidate_spans(document) for document in documents]  # each [num_candidates_i] x 2
+        candidate_bounds = [0]
+        for starts_i, _ in spans:
+            candidate_bounds.append(candidate_bounds[-1] + starts_i.shape[0])
+        tokens = torch.cat(list(hidden))  # [N, H]: the group's subtokens
+        starts = torch.cat([starts_i + offset for (starts_i, _), offset in zip(spans, token_offsets, strict=True)])
+        ends = torch.cat([ends_i + offset for (_, ends_i), offset in zip(spans, token_offsets, strict=True)])
+        width_features = self.span_scorer.width_features(starts, ends)  # [C, F]
+        mention_scores = self.span_scorer.score_candidates(tokens, starts, ends, width_features)  # [C]
+        kept_parts = []
+        for index, document in enumerate(documents):
+            first, last = candidate_bounds[index], candidate_bounds[index + 1]
+            k = self.kept_span_count(document.num_tokens, last - first)
+            kept_parts.append(prune_spans(mention_scores[first:last], starts[first:last], ends[first:last], k) + first)
+        counts = [part.shape[0] for part in kept_parts]
+        kept = torch.cat(kept_parts)  # [K], each document's in (start, end) order
+        width = max(max(counts), 1)
+        # each kept span's row in the documents-side-by-side layout [G * w]
+        rows = torch.cat([torch.arange(count, device=device) + index * width for index, count in enumerate(counts)])
+        span_emb = self.span_scorer.span_embeddings(tokens, starts[kept], ends[kept], width_features[kept])  # [K, D]
+        side_by_side = len(documents) * width
+        emb = span_emb.new_zeros(side_by_side, span_emb.shape[1]).index_copy_(0, rows, span_emb)  # [G * w, D]
+        top_scores = mention_scores.new_full((side_by_side,), float("-inf")).index_copy_(0, rows, mention_scores[kept])
+        top_starts = starts.new_zeros(side_by_side).index_copy_(0, rows, starts[kept])  # [G * w], in the group's
+        top_ends = ends.new_zeros(side_by_side).index_copy_(0, rows, ends[kept])
+        grid = (len(documents), width)
+        coarse = self.coarse_scores(emb.view(*grid, -1), top_scores.view(grid))  # [G, w, w]; padding -inf
+        if not config.overlapping_antecedents:
+            coarse = coarse.masked_fill(overlapping_pairs(top_starts.view(grid), top_ends.view(grid)), float("-inf"))
+        antecedents, antecedent_mask, top_coarse = self.top_antecedents(coarse)  # [G, w, c], in each document
+        in_group = antecedents + (torch.arange(len(documents), device=device) * width).view(-1, 1, 1)  # [G, w, c]
+        in_group, mask, top_coarse = (tensor.flatten(0, 1) for tensor in (in_group, antecedent_mask, top_coarse))
+        # each document's own column count, min(max_top_antecedents, its k), as forward's (distance pruning repeats
+        # the first span in a short document's last columns: a column more would weigh it once more in refine)
+        columns = torch.tensor([min(config.max_top_antecedents, count) for count in counts], device=device)
+        within = torch.arange(mask.shape[1], device=device) < columns.repeat_interleave(width).unsqueeze(1)
+        mask, top_coarse = mask & within, top_coarse.masked_fill(~within, float("-inf"))  # [G * w, c]
+        if config.fine_grained:
+            genres = torch.tensor([document.genre for document in documents], device=device)
+            features = self.pair_features(
+                in_group,
+                top_starts,
+                torch.cat([document.speaker_ids for document in documents]),
+                torch.cat([document.segment_of_token for document in documents]),
+                genres.repeat_interleave(width),
+            )  # [G * w, c, features]
+            scored = mask if config.min_coarse_score is None else top_coarse > config.min_coarse_score
+            for depth in range(config.coref_depth):
+                scores = top_coarse + self.fine_scores(emb, in_group, features, scored)  # [G * w, c]
+                if depth + 1 < config.coref_depth:
+                    emb = self.refine(emb, in_group, scores)
+        else:
+            scores = top_coarse
+        antecedent_scores = torch.cat([scores.new_zeros(scores.shape[0], 1), scores], dim=1)  # [G * w, c + 1]
+        outputs = []
+        for index, (count, offset) in enumerate(zip(counts, token_offsets, strict=True)):
+            first, last = candidate_bounds[index], candidate_bounds[index + 1]
+            own = slice(index * width, index * width + count)
+            c = min(config.max_top_antecedents, count)  # as forward's: the first c of the group's columns
+            outputs.append(
+                CorefOutput(
+                    candidate_starts=spans[index][0],
+                    candidate_ends=spans[index][1],
+                    candidate_mention_scores=mention_scores[first:last],
+                    top_span_starts=top_starts[own] - offset,
+                    top_span_ends=top_ends[own] - offset,
+                    top_span_mention_scores=top_scores[own],
+                    top_span_emb=emb[own],
+                    top_antecedents=antecedents[index, :count, :c],
+                    top_antecedent_mask=antecedent_mask[index, :count, :c],
+                    top_antecedent_scores=antecedent_scores[own, : c + 1],
+                )
+            )
+        return outputs
 
     # ------------------------------------------------------------- training
     def training_losses(self, document: DocumentTensors) -> Iterator[torch.Tensor]:

@@ -385,15 +385,16 @@ class PairScorer(nn.Module):
     def features(
         self,
         same_speaker: torch.Tensor | None,
-        genre: int,
+        genre: int | torch.Tensor,
         distance_buckets: torch.Tensor,
         segment_distance: torch.Tensor,
         dropout: bool = True,
     ) -> torch.Tensor | None:
         """phi = [same speaker; genre; distance bucket; segment distance]: ``[k, c, features]``.
 
-        ``same_speaker`` None puts zeros in the speaker slot (entities have no speaker). ``dropout`` False: phi
-        before its dropout (a caller that applies it at each use, as the original does in each round).
+        ``same_speaker`` None puts zeros in the speaker slot (entities have no speaker). ``genre``: the document's,
+        or each target's ``[k]`` (several documents scored together). ``dropout`` False: phi before its dropout (a
+        caller that applies it at each use, as the original does in each round).
         """
         k, c = distance_buckets.shape
         features = []
@@ -402,7 +403,8 @@ class PairScorer(nn.Module):
                 features.append(distance_buckets.new_zeros((k, c, self.config.feature_size), dtype=torch.float))
             else:
                 features.append(self.same_speaker_emb(same_speaker.long()))
-            features.append(self.genre_embeddings.weight[genre].expand(k, c, -1))
+            genres = self.genre_embeddings.weight[genre]  # [F], or [k, F] from each target's genre
+            features.append((genres if genres.dim() == 1 else genres.unsqueeze(1)).expand(k, c, -1))
         if self.config.use_features:
             features.append(self.antecedent_distance_emb(distance_buckets))
         if self.config.use_segment_distance:

@@ -43,33 +43,33 @@ def candidate_spans(
 def overlapping_pairs(starts: torch.Tensor, ends: torch.Tensor) -> torch.Tensor:
     """``[k, k]``: where the earlier span ``j`` overlaps span ``i`` (holds it or is nested in it), for spans in
     (start, end) order (``j < i``: ``start_j <= start_i``, so they overlap where ``end_j >= start_i``); False where
-    ``j >= i``."""
-    earlier = torch.arange(starts.shape[0], device=starts.device)
+    ``j >= i``. ``starts`` and ``ends`` ``[..., k]`` (several documents' spans side by side): ``[..., k, k]``."""
+    earlier = torch.arange(starts.shape[-1], device=starts.device)
     before = earlier.unsqueeze(0) < earlier.unsqueeze(1)  # [k, k]
-    return before & (ends.unsqueeze(0) >= starts.unsqueeze(1))
+    return before & (ends.unsqueeze(-2) >= starts.unsqueeze(-1))
 
 
 def top_k_in_order(scores: torch.Tensor, k: int) -> torch.Tensor:
-    """Indices of each row's ``k`` highest scores, highest first, the lower index first among equal ones: ``[rows, k]``.
+    """Indices of each row's ``k`` highest scores, highest first, the lower index first among equal ones: ``[rows, k]``
+    (``scores`` ``[..., n]``: ``[..., k]``, each row along the last dimension).
 
     TensorFlow's ``top_k`` comparator (the original's antecedent pruning): which of equal scores are kept
     at the cut is the lower index, as ``-inf`` (masked) antecedents often are; ``torch.topk`` leaves both
     to the kernel. Costs one ``topk`` and a few passes over ``scores``, not a sort of every row.
     """
-    rows = scores.shape[0]
-    if rows == 0 or k == 0:
-        return torch.zeros(rows, k, dtype=torch.long, device=scores.device)
+    if scores.numel() == 0 or k == 0:
+        return torch.zeros(*scores.shape[:-1], k, dtype=torch.long, device=scores.device)
     scores = scores.detach().nan_to_num(nan=float("-inf"))  # a NaN ranks last (and rows keep k each)
-    threshold = torch.topk(scores, k, dim=1).values[:, -1:]  # [rows, 1]: the k-th highest
+    threshold = torch.topk(scores, k, dim=-1).values[..., -1:]  # [rows, 1]: the k-th highest
     above = scores > threshold  # [rows, n]
     at = scores == threshold  # [rows, n]
-    room = k - above.sum(dim=1, keepdim=True)  # [rows, 1]: how many equal to it are kept, lowest index first
-    kept = above | (at & (at.cumsum(dim=1) <= room))  # [rows, n], k per row
+    room = k - above.sum(dim=-1, keepdim=True)  # [rows, 1]: how many equal to it are kept, lowest index first
+    kept = above | (at & (at.cumsum(dim=-1) <= room))  # [rows, n], k per row
     # [rows, k], ascending: the k largest of (n - column) where kept (no read of the kept count, as nonzero's)
-    descending = torch.arange(scores.shape[1], 0, -1, device=scores.device)  # [n]
-    indices = torch.topk(kept * descending, k, dim=1).indices
-    order = torch.sort(scores.gather(1, indices), dim=1, descending=True, stable=True).indices  # [rows, k]
-    return indices.gather(1, order)
+    descending = torch.arange(scores.shape[-1], 0, -1, device=scores.device)  # [n]
+    indices = torch.topk(kept * descending, k, dim=-1).indices
+    order = torch.sort(scores.gather(-1, indices), dim=-1, descending=True, stable=True).indices  # [rows, k]
+    return indices.gather(-1, order)
 
 
 def bucket_distance(distances: torch.Tensor) -> torch.Tensor:

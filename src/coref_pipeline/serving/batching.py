@@ -3,8 +3,10 @@
 The encoder is most of a prediction's arithmetic, and its passes are the same for every document: a group of
 documents whose subtokens fit ``max_tokens_in_batch`` goes through it in passes of as many segments as the
 budget holds (fastcoref's ``max_tokens_in_batch``), longest documents first so that a group's segments have
-about the same width; the rest of each model (spans, antecedents, entities) then reads one document at a time
-from its own encoder output. A document longer than the budget is a group of its own, predicted as one at a
+about the same width. The baseline's head then reads the group's documents together, each from its own encoder
+output (``BaselineCorefModel.forward_group``: its weights read and its operators run once a group, where a short
+document's head alone is products of a few rows); the incremental model's entities read one document at a time.
+A document longer than the budget is a group of its own, predicted as one at a
 time: its segments through the encoder in the model's own passes (``segment_batch_size``), and the incremental
 model's segment by segment as it always does (no whole-document encoder output is held), so memory stays bounded
 and no document is dropped or cut.
@@ -33,6 +35,26 @@ def default_batch_tokens(device_type: str) -> int:
     """The budget prediction takes unless told: ``MAX_TOKENS_IN_BATCH`` on an accelerator (``cuda``, ``mps``),
     ``CPU_MAX_TOKENS_IN_BATCH`` on a CPU."""
     return CPU_MAX_TOKENS_IN_BATCH if device_type == "cpu" else MAX_TOKENS_IN_BATCH
+
+
+# The baseline's head reads a group's documents side by side, each padded to the most spans any of them kept
+# (``BaselineCorefModel.forward_group``: its coarse scores [documents, w, w]). Documents whose subtokens differ by at
+# most this factor go through it together, so that the padded cells stay within its square (4x) of the documents'
+# own [k, k] cells: a long document beside many short ones in a group (a large budget) is not squared for each.
+HEAD_LENGTH_RATIO = 2
+
+
+def head_runs(token_counts: Sequence[int]) -> list[list[int]]:
+    """The positions of a group's ``token_counts`` (longest first, as ``length_groups`` orders them) in runs whose
+    longest document has at most ``HEAD_LENGTH_RATIO`` times the subtokens of their shortest: the documents whose
+    heads run together."""
+    runs: list[list[int]] = []
+    for index, count in enumerate(token_counts):
+        if runs and token_counts[runs[-1][0]] <= HEAD_LENGTH_RATIO * count:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return runs
 
 
 # How many budgets' worth of documents are read ahead from an iterator and sorted by length before they are

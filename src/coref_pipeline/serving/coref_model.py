@@ -38,7 +38,7 @@ from coref_pipeline.formats.segmentation import (
     tokenize_documents,
 )
 from coref_pipeline.formats.text import SplitText, join_words, split_text
-from coref_pipeline.models.baseline import BaselineCorefModel, predicted_clusters
+from coref_pipeline.models.baseline import BaselineCorefModel, CorefOutput, predicted_clusters
 from coref_pipeline.models.config import PRECISIONS, BaselineConfig, ConfigError, IncrementalConfig
 from coref_pipeline.models.directory import read_training_record, resolve_model_directory
 from coref_pipeline.models.document import DocumentTensors, tensorize
@@ -58,7 +58,7 @@ from coref_pipeline.runtime.devices import (
     resolve_precision,
 )
 from coref_pipeline.runtime.onednn import bound_onednn_caches
-from coref_pipeline.serving.batching import default_batch_tokens, length_groups, pools
+from coref_pipeline.serving.batching import default_batch_tokens, head_runs, length_groups, pools
 from coref_pipeline.serving.inputs import DocumentInput, InputFormatError, SpeakersInput, record_content
 from coref_pipeline.serving.results import CorefResult, result_from_split
 
@@ -249,7 +249,10 @@ class CorefModel:
         if self.model_type == "incremental":
             return self._forward_for_inference(tensors, hidden).clusters
         self.check_length(tensors)
-        output = self._forward_for_inference(tensors, hidden)
+        return self._baseline_clusters(self._forward_for_inference(tensors, hidden))
+
+    def _baseline_clusters(self, output: CorefOutput) -> list[list[tuple[int, int]]]:
+        """The subtoken clusters of the baseline's output for one document (``predicted_clusters``)."""
         return predicted_clusters(
             output.top_span_starts,
             output.top_span_ends,
@@ -296,7 +299,8 @@ class CorefModel:
     ) -> list[list[list[tuple[int, int]]] | UserError]:
         """Each document's predicted subtoken clusters, or the error that refused it (a baseline's document over
         its length limit), in their order: documents grouped by length (``batching.length_groups``), each
-        group's segments through the encoder together, then each document read from its own encoder output.
+        group's segments through the encoder together, then each document read from its own encoder output (the
+        baseline's group through its head together: ``predict_group``).
         A document longer than ``max_tokens`` is predicted as one at a time: its segments through the encoder in
         the model's own passes (the incremental model's segment by segment)."""
         outcomes: list[Any] = [None] * len(documents)
@@ -313,9 +317,31 @@ class CorefModel:
                 hidden: list[torch.Tensor | None] = [None]  # as one at a time (incremental: a segment at a time)
             else:
                 hidden = self.encode_together([documents[index] for index in members], max_tokens)
-            for index, encoded in zip(members, hidden, strict=True):
-                outcomes[index] = self.predict_tensors(documents[index], encoded)
+            runs = [[position] for position in range(len(members))]  # the head a document at a time
+            if self.model_type == "baseline":  # or documents of about the same length together
+                runs = head_runs([documents[index].num_tokens for index in members])
+            for run in runs:
+                indices, encoded = [members[position] for position in run], [hidden[position] for position in run]
+                if len(run) > 1:
+                    found = self.predict_group([documents[index] for index in indices], encoded)
+                else:
+                    found = [self.predict_tensors(documents[indices[0]], encoded[0])]
+                for index, clusters in zip(indices, found, strict=True):
+                    outcomes[index] = clusters
         return outcomes
+
+    def predict_group(
+        self, documents: Sequence[DocumentTensors], hidden: Sequence[torch.Tensor]
+    ) -> list[list[list[tuple[int, int]]]]:
+        """The baseline's subtoken clusters of several documents already encoded (``hidden``: each one's ``[n_i,
+        H]``), its head run over them together (``BaselineCorefModel.forward_group``): each document's clusters of
+        one at a time but where float32's rounding tips a near tie. Many short documents' heads are products of a
+        few rows each, bound by reading the weights, among many small operators: together they read the weights
+        and run the operators once a group (docs/benchmarks.md, "Short texts: the head, not the encoder")."""
+        with self._evaluation_mode():
+            outputs = self.model.forward_group(documents, hidden)
+        bound_host_memory()
+        return [self._baseline_clusters(output) for output in outputs]
 
     @contextmanager
     def _evaluation_mode(self) -> Iterator[None]:

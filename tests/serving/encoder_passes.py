@@ -62,22 +62,13 @@ def assert_head_together_as_alone(model: CorefModel, tensors: Any, hidden: torch
     run alone on the same encoder output ``hidden``: the same spans and antecedents, the scores within the float
     bound; the same clusters, but where a near tie in the scores alone lets float32's rounding tip a decision.
     Returns whether the clusters are the same."""
-    from coref_pipeline.models.baseline import predicted_clusters
-
     alone = model._forward_for_inference(tensors, hidden)
     terms, key = head_terms(model.model), tensors.doc_key
     assert_reordered_close(together.candidate_mention_scores, alone.candidate_mention_scores, terms, msg=key)
     for name in ("top_span_starts", "top_span_ends", "top_antecedents", "top_antecedent_mask"):
         assert torch.equal(getattr(together, name), getattr(alone, name)), (key, name)
     assert_reordered_close(together.top_antecedent_scores, alone.top_antecedent_scores, terms, msg=key)
-    clusters = predicted_clusters(
-        together.top_span_starts,
-        together.top_span_ends,
-        together.top_antecedents,
-        together.top_antecedent_scores,
-        model.config.overlapping_antecedents,
-    )
-    same = clusters == model.predict_tensors(tensors, hidden)
+    same = model._baseline_clusters(together) == model.predict_tensors(tensors, hidden)
     assert same or near_tie(alone.top_antecedent_scores, terms), key
     return same
 

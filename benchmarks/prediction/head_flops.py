@@ -9,7 +9,8 @@ program says what the arithmetic allows. For each model, precision and document 
 OntoNotes-shaped documents, as ``throughput.py`` writes them; and ``--short-texts`` texts of about 17 words, the 60
 pronoun probes' texts cycled, what a user with many short documents predicts; ``--sets`` keeps some), each predicted
 as ``predict`` does (``predict_documents`` at the device's default budget: on a CPU short documents grouped in the
-encoder's passes, 512 subtokens a pass, the head a document at a time):
+encoder's passes, 512 subtokens a pass, then the head over a group's documents together: the baseline's whole
+head, the incremental model's span scorer):
 
 1. One pass under ``torch.utils.flop_counter.FlopCounterMode`` counts the FLOPs of every matrix product (``mm``,
    ``addmm``, ``bmm``, and the encoder's attention, which the counter does not know on a CPU: 4 b h l s e for

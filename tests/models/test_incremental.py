@@ -29,7 +29,7 @@ from coref_pipeline.models.incremental import (
 from coref_pipeline.models.incremental.decisions import span_options
 from coref_pipeline.models.spans import bucket_distance
 from tests.models.tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
-from tests.tolerances import assert_reordered_close, ffnn_terms
+from tests.tolerances import assert_reordered_close, ffnn_terms, head_terms
 
 
 def incremental_config(**overrides) -> IncrementalConfig:
@@ -1141,3 +1141,77 @@ def test_without_overlapping_antecedents_no_entity_holds_two_overlapping_mention
         if a[0] <= b[1] and b[0] <= a[1]
     ]
     assert bool(overlapping_pairs) is overlapping, clusters
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [dict(), dict(read_last_sentence=False), dict(recent_mentions=2, entity_representation=False)],
+    ids=["defaults", "without_last_sentence", "slots"],
+)
+@pytest.mark.parametrize("window_subtokens", [None, 30], ids=["one_pass", "passes_of_30"])
+def test_a_group_reads_its_one_segment_documents_spans_together_and_decides_each_as_alone(
+    monkeypatch, overrides, window_subtokens
+):
+    """``forward_group``: the kept spans of a group's documents of one segment read in one pass (or in passes of at
+    most ``span_window_subtokens``), each document's as ``span_windows`` reads it alone from the same encoder output:
+    the same spans, their embeddings and mention scores within float32's bound (the products come in other
+    shapes); a document of several segments read as alone. Each document's decisions then equal its own alone: an
+    argmax agrees unless its two best options lie within rounding, and these seeded documents have none that close
+    (as in tests/models/test_incremental_equality.py)."""
+    import coref_pipeline.models.incremental.model as model_module
+
+    model = batching_model(**overrides).eval()
+    if window_subtokens is not None:  # SPAN_WINDOW_ELEMENTS giving passes of about two of these documents
+        config = model.config
+        elements = window_subtokens * config.max_span_width * int(config.ffnn_size)
+        monkeypatch.setattr(model_module, "SPAN_WINDOW_ELEMENTS", elements)
+        assert model.span_window_subtokens == window_subtokens
+    shapes = [(1, 16), (1, 14), (3, 16), (1, 16), (1, 12)]  # (segments, at most subtokens a segment)
+    documents = [
+        tiny_tensors(
+            make_document(f"nw/g_{index}", seed=index + 3, num_segments=segments, seg_len=length), tiny_config()
+        )
+        for index, (segments, length) in enumerate(shapes)
+    ]
+    with torch.no_grad():
+        hidden = [model.encoder(document.input_ids, document.attention_mask) for document in documents]
+        read_passes = []  # each pass's documents and subtokens
+        window_spans = model.window_spans
+
+        def recorded(*args):
+            read_passes.append((len(args[3]) - 1, args[3][-1]))
+            return window_spans(*args)
+
+        monkeypatch.setattr(model, "window_spans", recorded)
+        found = model.group_spans(documents, hidden)
+        together = model.forward_group(documents, hidden)
+        monkeypatch.undo()
+        assert sorted(found) == [0, 1, 3, 4]  # the one-segment documents
+        passes = read_passes[: len(read_passes) // 2]  # group_spans's (forward_group reads them again)
+        assert sum(count for count, _ in passes) == 4
+        if window_subtokens is None:
+            assert len(passes) == 1
+        else:
+            assert len(passes) > 1 and all(tokens <= window_subtokens for _, tokens in passes)
+        terms, linked = head_terms(model), 0
+        for position, (document, encoded, output) in enumerate(zip(documents, hidden, together, strict=True)):
+            alone = model(document, encoded)
+            if position in found:
+                spans = model.span_windows(document, model.segment_outputs(document, encoded))(0, 0)
+                assert found[position].spans == spans.spans and spans.spans
+                assert torch.equal(found[position].starts, spans.starts)
+                assert torch.equal(found[position].ends, spans.ends)
+                assert_reordered_close(found[position].embeddings, spans.embeddings, terms)
+                assert_reordered_close(found[position].mention_scores, spans.mention_scores, terms)
+            assert output.clusters == alone.clusters and output.kept_spans == alone.kept_spans
+            assert output.memory.mentions == alone.memory.mentions
+            linked += len(alone.clusters)
+    assert linked >= 3  # decisions to see
+
+
+def test_a_group_is_predicted_in_evaluation_mode_only():
+    model = batching_model()
+    document = tiny_tensors(make_document(num_segments=1), tiny_config())
+    encoded = model.encoder(document.input_ids, document.attention_mask)
+    with pytest.raises(RuntimeError, match="evaluation mode"):
+        model.forward_group([document, document], [encoded, encoded])

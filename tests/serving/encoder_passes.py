@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import pytest
 import torch
 
+from coref_pipeline.models.incremental.model import read_to_the_end
 from coref_pipeline.serving.coref_model import CorefModel
 from tests.tolerances import assert_reordered_close, head_terms, near_tie
 
@@ -73,6 +74,27 @@ def assert_head_together_as_alone(model: CorefModel, tensors: Any, hidden: torch
     return same
 
 
+def assert_spans_together_as_alone(
+    model: CorefModel, tensors: Any, hidden: torch.Tensor, spans: Any, together: Any
+) -> bool:
+    """The incremental model's kept spans read with a group's (``spans``: this document's ``SegmentSpans`` from
+    ``group_spans``; ``together``: its output) against its spans read alone on the same encoder output ``hidden``:
+    the same spans, their embeddings and mention scores within the float bound; and its clusters batched exactly
+    its decisions alone on the group's spans (nothing else of the group reaches them). Returns whether its clusters
+    are those of alone."""
+    inner, key = model.model, tensors.doc_key
+    with model._evaluation_mode():
+        alone = inner.span_windows(tensors, inner.segment_outputs(tensors, hidden))(0, 0)
+        decided = read_to_the_end(inner.read_segments(tensors, hidden, spans_of=lambda index, offset: spans))
+    assert spans.spans == alone.spans, key
+    assert torch.equal(spans.starts, alone.starts) and torch.equal(spans.ends, alone.ends), key
+    terms = head_terms(inner)
+    assert_reordered_close(spans.embeddings, alone.embeddings, terms, msg=key)
+    assert_reordered_close(spans.mention_scores, alone.mention_scores, terms, msg=key)
+    assert together.clusters == decided.clusters, key
+    return together.clusters == model.predict_tensors(tensors, hidden)
+
+
 def batched_as_one_at_a_time(
     model: CorefModel, predict: Callable[[], ResultT], least_clusters: int = 1
 ) -> tuple[ResultT, list[bool]]:
@@ -82,16 +104,18 @@ def batched_as_one_at_a_time(
     alone gives exactly its clusters alone. Its clusters batched then differ from one at a time only where a rounding
     of the encoder's reordered sums (a group pads segments to another width) tips a decision between near-equal
     scores, which no CPU's arithmetic rules out: an exact comparison would hold one CPU's rounding. Where it read the
-    same numbers, its clusters are the same (asserted here). A baseline's document whose head ran with its group's
-    (``CorefModel.predict_group``) is also held to its head alone on the numbers it read
-    (``assert_head_together_as_alone``), and counts as reading the same numbers where its clusters there are the
+    same numbers, its clusters are the same (asserted here). A document whose head ran with its group's
+    (``CorefModel.predict_group``) is also held to its head alone on the numbers it read (the baseline's:
+    ``assert_head_together_as_alone``; the incremental model's spans: ``assert_spans_together_as_alone``, and a
+    longer document's clusters exactly), and counts as reading the same numbers where its clusters there are the
     same too. Returns ``predict``'s result and, for each document the encoder read (those with words), in their
     order, whether it read the same numbers."""
     pools: list[tuple[Sequence[Any], list[Any]]] = []
     read: dict[int, torch.Tensor | None] = {}
     together: dict[int, Any] = {}
     predict_tensor_pool, predict_tensors = CorefModel.predict_tensor_pool, CorefModel.predict_tensors
-    forward_group = type(model.model).forward_group if model.model_type == "baseline" else None
+    forward_group, group_spans = type(model.model).forward_group, getattr(type(model.model), "group_spans", None)
+    grouped_spans: dict[int, Any] = {}  # the incremental model's: a document's spans read with its group's
 
     def pool_spy(self, documents, max_tokens):
         outcomes = predict_tensor_pool(self, documents, max_tokens)
@@ -108,11 +132,17 @@ def batched_as_one_at_a_time(
             read[id(tensors)], together[id(tensors)] = encoded.detach().clone(), output
         return outputs
 
+    def spans_spy(self, documents, hidden):
+        found = group_spans(self, documents, hidden)
+        grouped_spans.update((id(documents[position]), spans) for position, spans in found.items())
+        return found
+
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(CorefModel, "predict_tensor_pool", pool_spy)
         patch.setattr(CorefModel, "predict_tensors", spy)
-        if forward_group is not None:
-            patch.setattr(type(model.model), "forward_group", group_spy)
+        patch.setattr(type(model.model), "forward_group", group_spy)
+        if group_spans is not None:
+            patch.setattr(type(model.model), "group_spans", spans_spy)
         result = predict()
     terms = encoder_terms(model.model.encoder.model.config, model.config.max_segment_len)
     same, clusters_alone = [], 0
@@ -127,7 +157,12 @@ def batched_as_one_at_a_time(
             if hidden is not None:
                 assert_reordered_close(hidden, alone_hidden, terms, msg=tensors.doc_key)
             same.append(hidden is None or torch.equal(hidden, alone_hidden))
-            if id(tensors) in together:
+            if id(tensors) in grouped_spans:
+                spans = grouped_spans[id(tensors)]
+                same[-1] &= assert_spans_together_as_alone(model, tensors, hidden, spans, together[id(tensors)])
+            elif id(tensors) in together and model.model_type == "incremental":  # read as alone
+                assert together[id(tensors)].clusters == model.predict_tensors(tensors, hidden), tensors.doc_key
+            elif id(tensors) in together:
                 same[-1] &= assert_head_together_as_alone(model, tensors, hidden, together[id(tensors)])
             if same[-1]:
                 assert batched == alone, tensors.doc_key

@@ -184,6 +184,32 @@ class BaselineCorefModel(nn.Module):
             return self.pair_scorer.scores(span_emb, span_emb, antecedents, features)
         return self.pair_scorer.scores_where(scored, span_emb, span_emb, antecedents, features)
 
+    def antecedent_scores(
+        self,
+        span_emb: torch.Tensor,
+        antecedents: torch.Tensor,
+        top_coarse: torch.Tensor,
+        features: torch.Tensor | None,
+        scored: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The kept pairs' scores, the dummy's column first: ``[k, c + 1]``, and the spans' embeddings after the
+        refinement rounds ``[k, D]``. Coarse alone, or coarse plus the fine score in each of ``coref_depth`` rounds,
+        each span refined with its attended antecedents between two rounds; ``features`` (``pair_features``)
+        with their lookups counted and their dropout drawn anew each round, as the original draws them;
+        ``scored`` as :meth:`fine_scores` reads it."""
+        config = self.config
+        scores = top_coarse  # [k, c]
+        if config.fine_grained:
+            for depth in range(config.coref_depth):
+                phi = features
+                if phi is not None and self.lookup_rows is not None:  # each round's lookups, as the original's
+                    phi = self.lookup_rows.watch(phi, self.pair_scorer.feature_lookups())
+                phi = self.pair_scorer.dropout(phi) if phi is not None else None
+                scores = top_coarse + self.fine_scores(span_emb, antecedents, phi, scored)  # [k, c]
+                if depth + 1 < config.coref_depth:  # the original also refines after the last round: unused
+                    span_emb = self.refine(span_emb, antecedents, scores)
+        return torch.cat([scores.new_zeros(scores.shape[0], 1), scores], dim=1), span_emb
+
     # ---------------------------------------------------------------- forward
     def encode(self, document: DocumentTensors) -> torch.Tensor:
         """The document's subtoken representations ``[num_subtokens, H]``: the model's one call of its encoder."""
@@ -210,24 +236,14 @@ class BaselineCorefModel(nn.Module):
         if not config.overlapping_antecedents:
             coarse = coarse.masked_fill(overlapping_pairs(top_starts, top_ends), float("-inf"))
         antecedents, antecedent_mask, top_coarse = self.top_antecedents(coarse)  # [k, c]
+        features = scored = None
         if config.fine_grained:
             features = self.pair_features(
                 antecedents, top_starts, document.speaker_ids, document.segment_of_token, document.genre
             )
-            scored = None  # inference with min_coarse_score: only the pairs above it
-            if not self.training and config.min_coarse_score is not None:
+            if not self.training and config.min_coarse_score is not None:  # only the pairs above it
                 scored = top_coarse > config.min_coarse_score  # [k, c]
-            for depth in range(config.coref_depth):
-                phi = features
-                if phi is not None and self.lookup_rows is not None:  # each round's lookups, as the original's
-                    phi = self.lookup_rows.watch(phi, self.pair_scorer.feature_lookups())
-                phi = self.pair_scorer.dropout(phi) if phi is not None else None
-                scores = top_coarse + self.fine_scores(span_emb, antecedents, phi, scored)  # [k, c]
-                if depth + 1 < config.coref_depth:  # the original also refines after the last round: unused
-                    span_emb = self.refine(span_emb, antecedents, scores)
-        else:
-            scores = top_coarse
-        antecedent_scores = torch.cat([scores.new_zeros(scores.shape[0], 1), scores], dim=1)  # [k, c + 1]
+        antecedent_scores, span_emb = self.antecedent_scores(span_emb, antecedents, top_coarse, features, scored)
         output = CorefOutput(
             candidate_starts=starts,
             candidate_ends=ends,
@@ -309,6 +325,7 @@ class BaselineCorefModel(nn.Module):
         columns = torch.tensor([min(config.max_top_antecedents, count) for count in counts], device=device)
         within = torch.arange(mask.shape[1], device=device) < columns.repeat_interleave(width).unsqueeze(1)
         mask, top_coarse = mask & within, top_coarse.masked_fill(~within, float("-inf"))  # [G * w, c]
+        features = None
         if config.fine_grained:
             genres = torch.tensor([document.genre for document in documents], device=device)
             features = self.pair_features(
@@ -318,14 +335,8 @@ class BaselineCorefModel(nn.Module):
                 torch.cat([document.segment_of_token for document in documents]),
                 genres.repeat_interleave(width),
             )  # [G * w, c, features]
-            scored = mask if config.min_coarse_score is None else top_coarse > config.min_coarse_score
-            for depth in range(config.coref_depth):
-                scores = top_coarse + self.fine_scores(emb, in_group, features, scored)  # [G * w, c]
-                if depth + 1 < config.coref_depth:
-                    emb = self.refine(emb, in_group, scores)
-        else:
-            scores = top_coarse
-        antecedent_scores = torch.cat([scores.new_zeros(scores.shape[0], 1), scores], dim=1)  # [G * w, c + 1]
+        scored = mask if config.min_coarse_score is None else top_coarse > config.min_coarse_score  # not the padding
+        antecedent_scores, emb = self.antecedent_scores(emb, in_group, top_coarse, features, scored)  # [G * w, c + 1]
         outputs = []
         for index, (count, offset) in enumerate(zip(counts, token_offsets, strict=True)):
             first, last = candidate_bounds[index], candidate_bounds[index + 1]

@@ -300,7 +300,7 @@ class CorefModel:
         """Each document's predicted subtoken clusters, or the error that refused it (a baseline's document over
         its length limit), in their order: documents grouped by length (``batching.length_groups``), each
         group's segments through the encoder together, then each document read from its own encoder output (the
-        baseline's group through its head together: ``predict_group``).
+        group's heads together, the baseline's over documents of about the same length: ``predict_group``).
         A document longer than ``max_tokens`` is predicted as one at a time: its segments through the encoder in
         the model's own passes (the incremental model's segment by segment)."""
         outcomes: list[Any] = [None] * len(documents)
@@ -317,8 +317,8 @@ class CorefModel:
                 hidden: list[torch.Tensor | None] = [None]  # as one at a time (incremental: a segment at a time)
             else:
                 hidden = self.encode_together([documents[index] for index in members], max_tokens)
-            runs = [[position] for position in range(len(members))]  # the head a document at a time
-            if self.model_type == "baseline":  # or documents of about the same length together
+            runs = [list(range(len(members)))]  # the incremental model: the group's spans read together
+            if self.model_type == "baseline":  # the head over documents of about the same length together
                 runs = head_runs([documents[index].num_tokens for index in members])
             for run in runs:
                 indices, encoded = [members[position] for position in run], [hidden[position] for position in run]
@@ -333,14 +333,17 @@ class CorefModel:
     def predict_group(
         self, documents: Sequence[DocumentTensors], hidden: Sequence[torch.Tensor]
     ) -> list[list[list[tuple[int, int]]]]:
-        """The baseline's subtoken clusters of several documents already encoded (``hidden``: each one's ``[n_i,
-        H]``), its head run over them together (``BaselineCorefModel.forward_group``): each document's clusters of
-        one at a time but where float32's rounding tips a near tie. Many short documents' heads are products of a
-        few rows each, bound by reading the weights, among many small operators: together they read the weights
-        and run the operators once a group (docs/benchmarks.md, "Short texts: the head, not the encoder")."""
+        """The subtoken clusters of several documents already encoded (``hidden``: each one's ``[n_i, H]``), the
+        model's head run over them together (``forward_group``: the baseline's whole head, the incremental model's
+        span scorer): each document's clusters of one at a time but where float32's rounding tips a near tie. Many
+        short documents' heads are products of a few rows each, bound by reading the weights, among many small
+        operators: together they read the weights and run the operators once a group (docs/benchmarks.md, "Short
+        texts: the head, not the encoder")."""
         with self._evaluation_mode():
             outputs = self.model.forward_group(documents, hidden)
         bound_host_memory()
+        if self.model_type == "incremental":
+            return [output.clusters for output in outputs]
         return [self._baseline_clusters(output) for output in outputs]
 
     @contextmanager

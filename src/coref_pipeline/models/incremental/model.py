@@ -128,6 +128,12 @@ class IncrementalCorefModel(nn.Module):
             return 1
         return self.encoder.segment_batch_size
 
+    @property
+    def span_window_subtokens(self) -> int:
+        """The most subtokens whose candidates are scored together (``SPAN_WINDOW_ELEMENTS``), at least one
+        segment's."""
+        return max(1, SPAN_WINDOW_ELEMENTS // (self.config.max_span_width * int(self.config.ffnn_size)))
+
     def encoder_windows(self, document: DocumentTensors, index: int) -> tuple[int, int]:
         """The window of segments ``index`` is encoded with: its first segment and its number of segments."""
         size = self.encoder_window
@@ -216,7 +222,7 @@ class IncrementalCorefModel(nn.Module):
         if train and config.mention_loss_coef and config.mention_loss_spans == "candidates":
             return lambda index, offset: self.segment_spans(document, hidden_of(index), offset, train)
         lengths = document.lengths()
-        budget = max(1, SPAN_WINDOW_ELEMENTS // (config.max_span_width * int(config.ffnn_size)))  # subtokens
+        budget = self.span_window_subtokens
         # A window's graph is backpropagated at its end (``SegmentSpans.ends_window``): one segment when the encoder
         # trains (its graph holds the encoder's activations) or clip_every_segment, else the encoder's batch.
         # With clip_every_segment each segment's loss is its own window, as the clip follows each backward.
@@ -245,49 +251,9 @@ class IncrementalCorefModel(nn.Module):
                 within = within == torch.searchsorted(host_tensor(bounds[1:-1], ends.device), ends, right=True)
                 inside = within.nonzero().squeeze(1)
                 starts, ends = starts.index_select(0, inside), ends.index_select(0, inside)
-            scores = self.span_scorer.candidate_scores(hidden, starts, ends) if starts.numel() else None
-            # Each segment's first candidate (the candidates are sorted by start): one read for the window.
-            cuts = torch.searchsorted(starts, host_tensor(bounds, starts.device)).tolist()
             window.clear()
-            # Each segment's kept spans (pruned on its own, k of its length), then every kept span of the window
-            # scored in one pass: [kept in the window], [kept in the window, D].
-            kept_rows, kept_lists, sizes = [], [], []
-            for position, index in enumerate(range(first, first + count)):
-                rows = slice(cuts[position], cuts[position + 1])
-                local = bounds[position]
-                kept_spans: list[Span] = []
-                if rows.stop > rows.start:
-                    k = max(1, min(int(lengths[index] * config.top_span_ratio), rows.stop - rows.start))
-                    kept = prune_spans(
-                        scores.scores[rows],
-                        starts[rows] - local,
-                        ends[rows] - local,
-                        k,
-                        kept_spans,
-                        config.crossing_spans,
-                    )  # [k], sorted by (start, end), rows of the segment's candidates
-                    kept_rows.append(kept + rows.start)
-                kept_lists.append(kept_spans)
-                sizes.append(len(kept_spans))
-            if kept_rows:
-                kept = torch.cat(kept_rows) if len(kept_rows) > 1 else kept_rows[0]  # [kept in the window]
-                mention_scores, embeddings = self.span_scorer.kept_span_scores(hidden, starts, ends, kept, scores)
-                kept_starts, kept_ends = starts[kept], ends[kept]
-                parts = [t.split(sizes) for t in (kept_starts, kept_ends, embeddings, mention_scores)]
-            else:
-                empty = torch.zeros(0, dtype=torch.long, device=hidden.device)
-                parts = [[empty] * count, [empty] * count]
-                parts += [[hidden.new_zeros(0, self.span_dim)] * count, [hidden.new_zeros(0)] * count]
-            for position, index in enumerate(range(first, first + count)):
-                local = bounds[position]
-                window[index] = (
-                    parts[0][position] - local,  # [k]: local to the segment
-                    parts[1][position] - local,
-                    parts[2][position],  # [k, D]
-                    parts[3][position],  # [k]
-                    kept_lists[position],
-                    index == first + count - 1,
-                )
+            for position, kept in enumerate(self.window_spans(hidden, starts, ends, bounds)):
+                window[first + position] = (*kept, position == count - 1)
 
         def spans(index: int, offset: int) -> SegmentSpans:
             if index not in window:
@@ -302,6 +268,61 @@ class IncrementalCorefModel(nn.Module):
             return SegmentSpans(starts, ends, embeddings, scores, mention_loss, found, last)
 
         return spans
+
+    def window_spans(
+        self, hidden: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, bounds: Sequence[int]
+    ) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, list[Span]]]:
+        """Each segment's kept spans, its segments read together (``hidden`` ``[tokens, H]``: the segments'
+        subtokens one after another; ``starts``, ``ends``: their candidates, sorted by start, in ``hidden``'s
+        offsets; ``bounds``: each segment's first subtoken in ``hidden``, then its end): every candidate's mention
+        score in one pass (``SpanScorer.candidate_scores``), each segment pruned on its own (``top_span_ratio`` of
+        its length), then every kept span scored again in one pass (``kept_span_scores``). For each segment:
+        its kept spans' starts and ends local to it ``[k]``, their embeddings ``[k, D]`` and mention scores
+        ``[k]``, and the spans local to it on the host."""
+        config, count = self.config, len(bounds) - 1
+        scores = self.span_scorer.candidate_scores(hidden, starts, ends) if starts.numel() else None
+        # Each segment's first candidate (the candidates are sorted by start): one read for the window.
+        cuts = torch.searchsorted(starts, host_tensor(bounds, starts.device)).tolist()
+        # Each segment's kept spans (pruned on its own, k of its length), then every kept span of the window
+        # scored in one pass: [kept in the window], [kept in the window, D].
+        kept_rows, kept_lists, sizes = [], [], []
+        for position in range(count):
+            rows = slice(cuts[position], cuts[position + 1])
+            local = bounds[position]
+            kept_spans: list[Span] = []
+            if rows.stop > rows.start:
+                length = bounds[position + 1] - local
+                k = max(1, min(int(length * config.top_span_ratio), rows.stop - rows.start))
+                kept = prune_spans(
+                    scores.scores[rows],
+                    starts[rows] - local,
+                    ends[rows] - local,
+                    k,
+                    kept_spans,
+                    config.crossing_spans,
+                )  # [k], sorted by (start, end), rows of the segment's candidates
+                kept_rows.append(kept + rows.start)
+            kept_lists.append(kept_spans)
+            sizes.append(len(kept_spans))
+        if kept_rows:
+            kept = torch.cat(kept_rows) if len(kept_rows) > 1 else kept_rows[0]  # [kept in the window]
+            mention_scores, embeddings = self.span_scorer.kept_span_scores(hidden, starts, ends, kept, scores)
+            kept_starts, kept_ends = starts[kept], ends[kept]
+            parts = [t.split(sizes) for t in (kept_starts, kept_ends, embeddings, mention_scores)]
+        else:
+            empty = torch.zeros(0, dtype=torch.long, device=hidden.device)
+            parts = [[empty] * count, [empty] * count]
+            parts += [[hidden.new_zeros(0, self.span_dim)] * count, [hidden.new_zeros(0)] * count]
+        return [
+            (
+                parts[0][position] - bounds[position],  # [k]: local to the segment
+                parts[1][position] - bounds[position],
+                parts[2][position],  # [k, D]
+                parts[3][position],  # [k]
+                kept_lists[position],
+            )
+            for position in range(count)
+        ]
 
     def update_weight(self, entity: torch.Tensor, mention: torch.Tensor, size: int) -> torch.Tensor | float:
         """UPDATE's ``a`` in ``e <- a e + (1 - a) m``: ``sigmoid(FFNN([e; m]))``, or ``size / (size + 1)`` (mean).
@@ -409,6 +430,7 @@ class IncrementalCorefModel(nn.Module):
         document: DocumentTensors,
         segment_hidden: EncodedSegments | None = None,
         train: bool = False,
+        spans_of: Callable[[int, int], SegmentSpans] | None = None,
     ) -> Generator[torch.Tensor, None, IncrementalOutput]:
         """Read the document segment by segment; yield each segment's loss, return the output.
 
@@ -418,13 +440,15 @@ class IncrementalCorefModel(nn.Module):
         are detached at each segment's end (truncated backpropagation), so memory does not grow with the
         document.
         ``segment_hidden`` may supply the encoder's outputs (``segment_outputs``: a cache for a
-        frozen encoder, or the document already encoded).
+        frozen encoder, or the document already encoded); ``spans_of`` each segment's kept spans as a function of
+        its index and offset (read with other documents': ``forward_group``), else ``span_windows`` reads them.
         """
         config = self.config
         memory = EntityMemory(config.recent_mentions, config.entity_representation)
         gold = GoldAntecedents(document, config.gold_entities == "latest_mention") if train else None
         features = PairFeatures.of_document(document, config)
-        spans_of = self.span_windows(document, self.segment_outputs(document, segment_hidden), train)
+        if spans_of is None:
+            spans_of = self.span_windows(document, self.segment_outputs(document, segment_hidden), train)
         losses: list[torch.Tensor] = []  # each window's, detached: read once, at the end
         kept_spans: list[Span] = []
         offset = 0
@@ -470,18 +494,77 @@ class IncrementalCorefModel(nn.Module):
 
     def forward(self, document: DocumentTensors, segment_hidden: EncodedSegments | None = None) -> IncrementalOutput:
         """The model's decisions on a whole document (inference: no loss is backpropagated)."""
-        reader = self.read_segments(document, segment_hidden)
-        while True:
-            try:
-                next(reader)
-            except StopIteration as finished:
-                return finished.value
+        return read_to_the_end(self.read_segments(document, segment_hidden))
+
+    def forward_group(
+        self, documents: Sequence[DocumentTensors], hidden: Sequence[torch.Tensor]
+    ) -> list[IncrementalOutput]:
+        """Several documents predicted together (``hidden``: each one's encoder output ``[n_i, H]``), in evaluation
+        mode: each one's output as :meth:`forward` gives it, to float32's rounding (the span scorer's products come
+        in other shapes). The kept spans of the group's documents of one segment are read together
+        (``group_spans``), so the span scorer's weights are read once a group instead of once a document; each
+        document's entities are then decided on its own. A longer document is read as alone."""
+        found = self.group_spans(documents, hidden)
+        outputs = []
+        for position, (document, encoded) in enumerate(zip(documents, hidden, strict=True)):
+            spans_of = None if position not in found else (lambda index, offset, own=found[position]: own)
+            outputs.append(read_to_the_end(self.read_segments(document, encoded, spans_of=spans_of)))
+        return outputs
+
+    def group_spans(
+        self, documents: Sequence[DocumentTensors], hidden: Sequence[torch.Tensor]
+    ) -> dict[int, SegmentSpans]:
+        """The kept spans of the documents of one segment among ``documents`` (``hidden``: each one's encoder output
+        ``[n_i, H]``), by position, read together as a long document's segments are (``window_spans``: one
+        candidate pass and one kept-span pass over their subtokens, at most ``span_window_subtokens`` a pass), in
+        evaluation mode: each as ``span_windows`` reads it alone, to float32's rounding."""
+        if self.training:
+            raise RuntimeError("forward_group predicts: put the model in evaluation mode (model.eval())")
+        config = self.config
+        passes: list[list[int]] = []  # the one-segment documents read together, within span_window_subtokens
+        tokens = 0
+        for position, document in enumerate(documents):
+            if document.num_segments != 1:
+                continue
+            if not passes or tokens + document.num_tokens > self.span_window_subtokens:
+                passes.append([])
+                tokens = 0
+            passes[-1].append(position)
+            tokens += document.num_tokens
+        found: dict[int, SegmentSpans] = {}
+        for members in passes:
+            bounds, starts, ends = [0], [], []  # each document's first subtoken in the pass, then the pass's end
+            for position in members:
+                document = documents[position]
+                starts_i, ends_i = document.candidate_spans(
+                    config.max_span_width,
+                    config.word_boundary_spans,
+                    slice(0, document.num_tokens),
+                    config.special_token_spans,
+                )  # [candidates_i] each, as span_windows finds a one-segment document's
+                starts.append(starts_i + bounds[-1])
+                ends.append(ends_i + bounds[-1])
+                bounds.append(bounds[-1] + document.num_tokens)
+            read = torch.cat([hidden[position] for position in members])  # [tokens, H]
+            kept = self.window_spans(read, torch.cat(starts), torch.cat(ends), bounds)
+            for position, (starts_k, ends_k, embeddings, scores, spans) in zip(members, kept, strict=True):
+                found[position] = SegmentSpans(starts_k, ends_k, embeddings, scores, None, spans)
+        return found
 
     def training_losses(
         self, document: DocumentTensors, segment_hidden: EncodedSegments | None = None
     ) -> Iterator[torch.Tensor]:
         """Each segment's training loss in turn, to be backpropagated before the next is computed."""
         yield from self.read_segments(document, segment_hidden, train=True)
+
+
+def read_to_the_end(reader: Generator[torch.Tensor, None, IncrementalOutput]) -> IncrementalOutput:
+    """``read_segments``' output, its losses (none are backpropagated) passed over."""
+    while True:
+        try:
+            next(reader)
+        except StopIteration as finished:
+            return finished.value
 
 
 def without_last_sentence(found: SegmentSpans, sentences: Sequence[int], last: int) -> SegmentSpans:

@@ -146,7 +146,8 @@ def assert_trained_alike(
 def head_terms(model: torch.nn.Module) -> int:
     """The reduction lengths along a baseline's head (``BaselineCorefModel``), for its scores computed in products of
     other shapes (several documents' together): the mention FFNN, the coarse scorer's projection and bilinear
-    product, the pair FFNN."""
+    product, the pair FFNN. For the incremental model's span scorer (the same mention FFNN, the span attention over
+    at most ``span_dim`` terms), a bound above its own."""
     return (
         ffnn_terms(model.span_scorer.mention_scores)
         + 2 * model.span_dim

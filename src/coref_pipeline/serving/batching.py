@@ -5,7 +5,9 @@ documents whose subtokens fit ``max_tokens_in_batch`` goes through it in passes 
 budget holds (fastcoref's ``max_tokens_in_batch``), longest documents first so that a group's segments have
 about the same width. The baseline's head then reads the group's documents together, each from its own encoder
 output (``BaselineCorefModel.forward_group``: its weights read and its operators run once a group, where a short
-document's head alone is products of a few rows); the incremental model's entities read one document at a time.
+document's head alone is products of a few rows); the incremental model reads the kept spans of the group's
+documents of one segment together (``IncrementalCorefModel.forward_group``) and decides each one's entities on its
+own.
 A document longer than the budget is a group of its own, predicted as one at a
 time: its segments through the encoder in the model's own passes (``segment_batch_size``), and the incremental
 model's segment by segment as it always does (no whole-document encoder output is held), so memory stays bounded

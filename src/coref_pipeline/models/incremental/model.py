@@ -164,6 +164,14 @@ class IncrementalCorefModel(nn.Module):
 
         return output
 
+    def candidate_spans(self, document: DocumentTensors, window: slice) -> tuple[torch.Tensor, torch.Tensor]:
+        """The candidate spans of the document's subtokens in ``window`` by the model's rules, in the window's
+        offsets: starts and ends ``[num_candidates]``."""
+        config = self.config
+        return document.candidate_spans(
+            config.max_span_width, config.word_boundary_spans, window, config.special_token_spans
+        )
+
     def segment_spans(
         self, document: DocumentTensors, hidden: torch.Tensor, offset: int, train: bool = False
     ) -> SegmentSpans:
@@ -174,9 +182,7 @@ class IncrementalCorefModel(nn.Module):
         config = self.config
         length = hidden.shape[0]
         window = slice(offset, offset + length)
-        starts, ends = document.candidate_spans(
-            config.max_span_width, config.word_boundary_spans, window, config.special_token_spans
-        )
+        starts, ends = self.candidate_spans(document, window)
         if starts.numel() == 0:
             empty = torch.zeros(0, dtype=torch.long, device=hidden.device)
             return SegmentSpans(empty, empty, hidden.new_zeros(0, self.span_dim), hidden.new_zeros(0), None, [])
@@ -237,12 +243,7 @@ class IncrementalCorefModel(nn.Module):
                 count += 1
             outputs = [hidden_of(index) for index in range(first, first + count)]  # each [segment_len, H]
             hidden = torch.cat(outputs) if count > 1 else outputs[0]  # [tokens, H]
-            starts, ends = document.candidate_spans(
-                config.max_span_width,
-                config.word_boundary_spans,
-                slice(offset, offset + tokens),
-                config.special_token_spans,
-            )  # [candidates] each, in the window's offsets
+            starts, ends = self.candidate_spans(document, slice(offset, offset + tokens))  # in the window's offsets
             bounds = [0]  # each segment's first subtoken in the window, then the window's end
             for index in range(first, first + count):
                 bounds.append(bounds[-1] + lengths[index])
@@ -520,7 +521,6 @@ class IncrementalCorefModel(nn.Module):
         evaluation mode: each as ``span_windows`` reads it alone, to float32's rounding."""
         if self.training:
             raise RuntimeError("forward_group predicts: put the model in evaluation mode (model.eval())")
-        config = self.config
         passes: list[list[int]] = []  # the one-segment documents read together, within span_window_subtokens
         tokens = 0
         for position, document in enumerate(documents):
@@ -536,12 +536,7 @@ class IncrementalCorefModel(nn.Module):
             bounds, starts, ends = [0], [], []  # each document's first subtoken in the pass, then the pass's end
             for position in members:
                 document = documents[position]
-                starts_i, ends_i = document.candidate_spans(
-                    config.max_span_width,
-                    config.word_boundary_spans,
-                    slice(0, document.num_tokens),
-                    config.special_token_spans,
-                )  # [candidates_i] each, as span_windows finds a one-segment document's
+                starts_i, ends_i = self.candidate_spans(document, slice(0, document.num_tokens))  # [candidates_i]
                 starts.append(starts_i + bounds[-1])
                 ends.append(ends_i + bounds[-1])
                 bounds.append(bounds[-1] + document.num_tokens)

@@ -22,7 +22,8 @@ whose order changed, and nothing looser:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -165,3 +166,58 @@ def near_tie(scores: torch.Tensor, terms: int) -> bool:
         if values.numel() > 1 and bool((values.diff() <= margin).any()):
             return True
     return False
+
+
+def pruning_near_tie(
+    scores: torch.Tensor,
+    starts: torch.Tensor,
+    ends: torch.Tensor,
+    kept: Sequence[tuple[int, int]],
+    terms: int,
+    crossing: bool,
+) -> bool:
+    """Whether float32's rounding within the bound of ``terms`` reordered terms may change the spans pruning keeps
+    from candidates (``starts``, ``ends``, ``scores``: ``[candidates]``, scored alone) whose kept spans were ``kept``.
+    Pruning takes the candidates in descending score, skipping one that crosses a kept span (unless ``crossing``),
+    until it has its number: two candidates' order can tip only where their scores lie within twice the bound, and
+    the kept set changes only where such a pair crosses (one of them above the last kept span), or where a candidate
+    not kept lies that close to the last kept one."""
+    finite = scores[torch.isfinite(scores)]
+    margin = 2 * reordered(terms) * (float(finite.abs().max()) if finite.numel() else 0.0)
+    order = torch.argsort(scores, descending=True, stable=True)
+    values, spans = scores[order].tolist(), list(zip(starts[order].tolist(), ends[order].tolist(), strict=True))
+    chosen = set(kept)
+    last = max((rank for rank, span in enumerate(spans) if span in chosen), default=-1)  # the last kept span's rank
+    if last < 0:
+        return False
+    if any(values[rank] >= values[last] - margin for rank in range(last + 1, len(spans)) if spans[rank] not in chosen):
+        return True
+    for rank in range(last + 1 if not crossing else 0):
+        (s1, e1), later = spans[rank], rank + 1
+        while later < len(spans) and values[later] >= values[rank] - margin:
+            s2, e2 = spans[later]
+            if s1 < s2 <= e1 < e2 or s2 < s1 <= e2 < e1:
+                return True
+            later += 1
+    return False
+
+
+def same_spans_or_near_tie(
+    kept: list[tuple[int, int]],
+    kept_alone: list[tuple[int, int]],
+    candidates: tuple,
+    terms: int,
+    crossing: bool,
+    msg: Any = None,
+) -> bool:
+    """Whether the spans kept in products of other shapes (``kept``) are those kept alone (``kept_alone``). Where they
+    differ, asserts that they are as many of the same candidates (``candidates``: their mention scores, starts and
+    ends alone) and that a rounding within the float bound could have changed them (``pruning_near_tie``). Returns
+    whether they are the same (what reads the spans can then be compared)."""
+    same = kept == kept_alone
+    if not same:
+        scores, starts, ends = candidates
+        assert len(kept) == len(kept_alone), msg
+        assert set(kept) <= set(zip(starts.tolist(), ends.tolist(), strict=True)), msg
+        assert pruning_near_tie(scores, starts, ends, kept_alone, terms, crossing), msg
+    return same

@@ -14,7 +14,7 @@ from coref_pipeline.models.document import crop, random_crop
 from coref_pipeline.models.layers import FFNN, Dropout
 from coref_pipeline.models.spans import bucket_distance, span_cluster_ids
 from tests.models.tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
-from tests.tolerances import assert_reordered_close, ffnn_terms, head_terms, near_tie
+from tests.tolerances import assert_reordered_close, ffnn_terms, head_terms, near_tie, same_spans_or_near_tie
 
 
 @pytest.fixture
@@ -514,8 +514,10 @@ def test_without_overlapping_antecedents_no_span_takes_an_antecedent_that_overla
 )
 def test_a_group_of_documents_gives_each_its_own_output_within_the_float_bound(overrides):
     """``forward_group``: documents of other lengths, genres and speakers predicted together, each as ``forward``
-    predicts it alone from the same encoder output: the same spans and antecedents in its own positions, the scores
-    within float32's bound (the products come in other shapes), the same clusters but at a near tie."""
+    predicts it alone from the same encoder output: the same candidates, their mention scores within float32's bound
+    (the products come in other shapes); the same kept spans but where two candidates' scores lie within that bound
+    (pruning ranks them); then the same antecedents in its own positions, their scores within the bound, the same
+    clusters but at a near tie."""
     config = tiny_config(**overrides)
     model = BaselineCorefModel(config, tiny_encoder(seed=5))
     with torch.no_grad():  # weights spread so that the pairs score apart from the dummy and link
@@ -534,10 +536,17 @@ def test_a_group_of_documents_gives_each_its_own_output_within_the_float_bound(o
         together = model.forward_group(documents, hidden)
         for document, encoded, output in zip(documents, hidden, together, strict=True):
             alone = model(document, with_loss=False, hidden=encoded)
-            for name in ("candidate_starts", "candidate_ends", "top_span_starts", "top_span_ends", "top_antecedents"):
+            for name in ("candidate_starts", "candidate_ends"):
                 assert torch.equal(getattr(output, name), getattr(alone, name)), name
-            assert torch.equal(output.top_antecedent_mask, alone.top_antecedent_mask)
             assert_reordered_close(output.candidate_mention_scores, alone.candidate_mention_scores, terms)
+            kept = [
+                list(zip(r.top_span_starts.tolist(), r.top_span_ends.tolist(), strict=True)) for r in (output, alone)
+            ]
+            candidates = (alone.candidate_mention_scores, alone.candidate_starts, alone.candidate_ends)
+            if not same_spans_or_near_tie(*kept, candidates, terms, False, document.doc_key):
+                continue  # a near tie in the mention ranking tipped: what reads the spans differs
+            for name in ("top_antecedents", "top_antecedent_mask"):
+                assert torch.equal(getattr(output, name), getattr(alone, name)), name
             assert_reordered_close(output.top_span_emb, alone.top_span_emb, terms)
             assert_reordered_close(output.top_antecedent_scores, alone.top_antecedent_scores, terms)
             clusters = [

@@ -29,7 +29,7 @@ from coref_pipeline.models.incremental import (
 from coref_pipeline.models.incremental.decisions import span_options
 from coref_pipeline.models.spans import bucket_distance
 from tests.models.tiny import make_document, tiny_config, tiny_encoder, tiny_tensors
-from tests.tolerances import assert_reordered_close, ffnn_terms, head_terms
+from tests.tolerances import assert_reordered_close, ffnn_terms, head_terms, same_spans_or_near_tie
 
 
 def incremental_config(**overrides) -> IncrementalConfig:
@@ -1154,8 +1154,9 @@ def test_a_group_reads_its_one_segment_documents_spans_together_and_decides_each
 ):
     """``forward_group``: the kept spans of a group's documents of one segment read in one pass (or in passes of at
     most ``span_window_subtokens``), each document's as ``span_windows`` reads it alone from the same encoder output:
-    the same spans, their embeddings and mention scores within float32's bound (the products come in other
-    shapes); a document of several segments read as alone. Each document's decisions then equal its own alone: an
+    the same spans (but where two candidates' mention scores lie within float32's bound: pruning ranks them), their
+    embeddings and mention scores within that bound (the products come in other shapes); a document of several
+    segments read as alone. Each document's decisions then equal its own alone: an
     argmax agrees unless its two best options lie within rounding, and these seeded documents have none that close
     (as in tests/models/test_incremental_equality.py)."""
     import coref_pipeline.models.incremental.model as model_module
@@ -1197,8 +1198,16 @@ def test_a_group_reads_its_one_segment_documents_spans_together_and_decides_each
         for position, (document, encoded, output) in enumerate(zip(documents, hidden, together, strict=True)):
             alone = model(document, encoded)
             if position in found:
-                spans = model.span_windows(document, model.segment_outputs(document, encoded))(0, 0)
-                assert found[position].spans == spans.spans and spans.spans
+                segment = model.segment_outputs(document, encoded)
+                spans = model.span_windows(document, segment)(0, 0)
+                assert spans.spans
+                starts, ends = model.candidate_spans(document, slice(0, document.num_tokens))
+                scores = model.span_scorer.candidate_scores(segment(0), starts, ends).scores  # [candidates] alone
+                crossing = model.config.crossing_spans
+                if not same_spans_or_near_tie(
+                    found[position].spans, spans.spans, (scores, starts, ends), terms, crossing
+                ):
+                    continue  # a near tie in the mention ranking tipped: what reads the spans differs
                 assert torch.equal(found[position].starts, spans.starts)
                 assert torch.equal(found[position].ends, spans.ends)
                 assert_reordered_close(found[position].embeddings, spans.embeddings, terms)

@@ -12,7 +12,7 @@ import torch
 
 from coref_pipeline.models.incremental.model import read_to_the_end
 from coref_pipeline.serving.coref_model import CorefModel
-from tests.tolerances import assert_reordered_close, head_terms, near_tie
+from tests.tolerances import assert_reordered_close, head_terms, near_tie, same_spans_or_near_tie
 
 ResultT = TypeVar("ResultT")
 
@@ -61,12 +61,17 @@ def encoder_terms(config, width: int) -> int:
 def assert_head_together_as_alone(model: CorefModel, tensors: Any, hidden: torch.Tensor, together: Any) -> bool:
     """The baseline's head run over a group (``together``: its ``CorefOutput`` for this document) against its head
     run alone on the same encoder output ``hidden``: the same spans and antecedents, the scores within the float
-    bound; the same clusters, but where a near tie in the scores alone lets float32's rounding tip a decision.
-    Returns whether the clusters are the same."""
+    bound; the same clusters, but where a near tie in the scores alone lets float32's rounding tip a decision (or
+    in the candidates' mention scores, which pruning ranks: then nothing after it is compared). Returns whether the
+    clusters are the same."""
     alone = model._forward_for_inference(tensors, hidden)
     terms, key = head_terms(model.model), tensors.doc_key
     assert_reordered_close(together.candidate_mention_scores, alone.candidate_mention_scores, terms, msg=key)
-    for name in ("top_span_starts", "top_span_ends", "top_antecedents", "top_antecedent_mask"):
+    kept = [list(zip(o.top_span_starts.tolist(), o.top_span_ends.tolist(), strict=True)) for o in (together, alone)]
+    candidates = (alone.candidate_mention_scores, alone.candidate_starts, alone.candidate_ends)
+    if not same_spans_or_near_tie(*kept, candidates, terms, False, key):
+        return False  # a near tie in the mention ranking tipped: what reads the spans differs
+    for name in ("top_antecedents", "top_antecedent_mask"):
         assert torch.equal(getattr(together, name), getattr(alone, name)), (key, name)
     assert_reordered_close(together.top_antecedent_scores, alone.top_antecedent_scores, terms, msg=key)
     same = model._baseline_clusters(together) == model.predict_tensors(tensors, hidden)
@@ -79,16 +84,22 @@ def assert_spans_together_as_alone(
 ) -> bool:
     """The incremental model's kept spans read with a group's (``spans``: this document's ``SegmentSpans`` from
     ``group_spans``; ``together``: its output) against its spans read alone on the same encoder output ``hidden``:
-    the same spans, their embeddings and mention scores within the float bound; and its clusters batched exactly
-    its decisions alone on the group's spans (nothing else of the group reaches them). Returns whether its clusters
-    are those of alone."""
+    the same spans (but at a near tie in the candidates' mention scores, which pruning ranks: then nothing after it
+    is compared), their embeddings and mention scores within the float bound; and its clusters batched exactly its
+    decisions alone on the group's spans (nothing else of the group reaches them). Returns whether its clusters are
+    those of alone."""
     inner, key = model.model, tensors.doc_key
-    with model._evaluation_mode():
-        alone = inner.span_windows(tensors, inner.segment_outputs(tensors, hidden))(0, 0)
-        decided = read_to_the_end(inner.read_segments(tensors, hidden, spans_of=lambda index, offset: spans))
-    assert spans.spans == alone.spans, key
-    assert torch.equal(spans.starts, alone.starts) and torch.equal(spans.ends, alone.ends), key
     terms = head_terms(inner)
+    with model._evaluation_mode():
+        segment = inner.segment_outputs(tensors, hidden)
+        alone = inner.span_windows(tensors, segment)(0, 0)
+        starts, ends = inner.candidate_spans(tensors, slice(0, tensors.num_tokens))
+        scores = inner.span_scorer.candidate_scores(segment(0), starts, ends).scores  # [candidates] alone
+        crossing = inner.config.crossing_spans
+        if not same_spans_or_near_tie(spans.spans, alone.spans, (scores, starts, ends), terms, crossing, key):
+            return False  # a near tie in the mention ranking tipped: what reads the spans differs
+        decided = read_to_the_end(inner.read_segments(tensors, hidden, spans_of=lambda index, offset: spans))
+    assert torch.equal(spans.starts, alone.starts) and torch.equal(spans.ends, alone.ends), key
     assert_reordered_close(spans.embeddings, alone.embeddings, terms, msg=key)
     assert_reordered_close(spans.mention_scores, alone.mention_scores, terms, msg=key)
     assert together.clusters == decided.clusters, key

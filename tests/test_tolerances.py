@@ -1,0 +1,63 @@
+"""The tests' own bounds (``tests/tolerances.py``) held to what they claim: where ``pruning_near_tie`` finds no
+near tie, no rounding within the bound changes the spans that ``prune_spans`` keeps."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from coref_pipeline.models.spans import prune_spans
+from tests.tolerances import pruning_near_tie, reordered
+
+
+def kept_spans(scores: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, k: int, crossing: bool) -> list:
+    kept: list[tuple[int, int]] = []
+    prune_spans(scores, starts, ends, k, kept, crossing)
+    return kept
+
+
+@pytest.mark.parametrize("crossing", [False, True])
+def test_without_a_near_tie_no_rounding_within_the_bound_changes_the_kept_spans(crossing):
+    """Random candidates whose scores lie on a coarse grid (two of them equal or far apart), each scored again with
+    every score moved by up to the float bound: where the helper finds no near tie, every such rounding keeps the
+    same spans; and the roundings do tip some of the ties it finds."""
+    generator = torch.Generator().manual_seed(0)
+    terms = 1000
+    found_untipped, found_tipped = 0, 0
+    for _ in range(200):
+        starts = torch.randint(0, 30, (60,), generator=generator)
+        ends = starts + torch.randint(0, 5, (60,), generator=generator)
+        pairs = sorted(set(zip(starts.tolist(), ends.tolist(), strict=True)))
+        starts, ends = torch.tensor([s for s, _ in pairs]), torch.tensor([e for _, e in pairs])
+        scores = torch.randint(0, 40, (len(pairs),), generator=generator).float() * 0.01 + 1.0
+        k = 12
+        kept = kept_spans(scores, starts, ends, k, crossing)
+        bound = reordered(terms) * float(scores.abs().max())  # a rounding moves each score by up to this
+        tie = pruning_near_tie(scores, starts, ends, kept, terms, crossing)
+        tipped = False
+        for _ in range(30):
+            moved = scores + (torch.rand(scores.shape, generator=generator) * 2 - 1) * bound
+            tipped |= kept_spans(moved, starts, ends, k, crossing) != kept
+        if not tie:
+            assert not tipped
+            found_untipped += 1
+        found_tipped += tipped
+    assert found_untipped and found_tipped  # both cases seen
+
+
+def test_a_near_tie_is_found_where_pruning_may_tip_and_not_elsewhere():
+    terms = 100
+    step = 10 * reordered(terms)  # far beyond the bound of scores of order one
+    # Two crossing spans scored alike: which one is kept depends on the rounding.
+    starts, ends = torch.tensor([0, 2, 6]), torch.tensor([3, 5, 7])
+    scores = torch.tensor([1.0, 1.0, 1.0 - step])
+    assert pruning_near_tie(scores, starts, ends, kept_spans(scores, starts, ends, 2, False), terms, False)
+    # ... unless crossing spans may both be kept: then only the count's boundary matters.
+    assert not pruning_near_tie(scores, starts, ends, kept_spans(scores, starts, ends, 3, True), terms, True)
+    # The last kept span and the best one left out scored alike.
+    starts, ends = torch.tensor([0, 2, 6]), torch.tensor([1, 3, 7])
+    scores = torch.tensor([1.0 + step, 1.0, 1.0])
+    assert pruning_near_tie(scores, starts, ends, kept_spans(scores, starts, ends, 2, False), terms, False)
+    # Two spans that do not cross, both kept, scored alike: no rounding changes what is kept.
+    scores = torch.tensor([1.0, 1.0, 1.0 - step])
+    assert not pruning_near_tie(scores, starts, ends, kept_spans(scores, starts, ends, 2, False), terms, False)

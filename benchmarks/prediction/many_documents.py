@@ -4,6 +4,7 @@ and its time against an earlier version's.
 Run: python benchmarks/prediction/many_documents.py [--model DIR] [--counts 1000 8000] [--precision 32]
      [--previous SRC] [--rounds 1] [--kill-at 0.5] [--work-dir DIR]
      python benchmarks/prediction/many_documents.py --budgets 0 256 512 1024 2048 [--ontonotes 60] [--rounds 2]
+     python benchmarks/prediction/many_documents.py --workers 1 2 [--counts 3000] [--ontonotes 60] [--rounds 3]
 
 1. Inputs: for each of ``--counts``, a ``.jsonl`` file of that many text records (``{"doc_key", "text"}``), the
    60 pronoun probes' texts (``data/01_raw/probes/pronoun_probes.jsonl``, about 17 words each) cycled, each record
@@ -25,7 +26,10 @@ Run: python benchmarks/prediction/many_documents.py [--model DIR] [--counts 1000
 With ``--budgets``, instead of 2-4: the encoder budget on a CPU. On the smallest count's texts and on
 ``--ontonotes`` OntoNotes-shaped documents (``benchmarks/common.ontonotes_shaped_documents``, as sentence
 records), ``predict --batch-tokens B`` for each budget (0: one document at a time), ``--rounds`` times, the order
-alternating: the median seconds, the peak memory, and whether every budget wrote the same bytes.
+alternating: the median seconds, each budget's documents/s against the first's (the median of the rounds' ratios),
+the peak memory, and whether every budget wrote the same bytes. With ``--workers``, the same for ``predict
+--workers N`` at each count, on LitBank test too (as ``throughput.py`` writes it); the peak memory is then the
+largest process's (the workers share the model's pages with the process they were forked from).
 
 Figures go to stdout and to ``WORK_DIR/results.json`` (default ``data/benchmarks/many_documents``).
 """
@@ -46,7 +50,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 
-from benchmarks.common import ROOT, host, measured_process, probe_texts, with_source_tree, write_results
+from benchmarks.common import LITBANK, ROOT, host, measured_process, probe_texts, with_source_tree, write_results
 from coref_pipeline.files import ResumableJsonLines
 
 WORK = ROOT / "data" / "benchmarks" / "many_documents"
@@ -91,33 +95,52 @@ def write_ontonotes_shaped(path: Path, count: int) -> Path:
     return path
 
 
-def budget_sweep(args: argparse.Namespace, sources: dict[str, Path]) -> dict[str, dict]:
-    """Each ``--budgets`` value's whole command on each source, this version, rounds alternating."""
+def write_litbank_test(path: Path, model: Path) -> Path:
+    """LitBank test (``benchmarks.common.LITBANK``) as Joshi-format jsonlines segmented for ``model``, as
+    ``throughput.py`` writes it: ten documents of about 2,300 subtokens."""
+    from coref_pipeline.models.directory import segments_read_by
+
+    tokenizer, length = segments_read_by(model)
+    command = [sys.executable, "-m", "coref_pipeline", "minimize", "--tokenizer", tokenizer, "--seg-len", str(length)]
+    subprocess.run([*command, str(LITBANK / "test.conll"), str(path)], check=True, capture_output=True)
+    return path
+
+
+def option_sweep(args: argparse.Namespace, sources: dict[str, Path], flag: str, values: Sequence[int]) -> dict:
+    """``predict FLAG VALUE`` for each of ``values`` on each source, this version, rounds alternating."""
     results: dict[str, dict] = {}
+    name_of = flag.removeprefix("--").replace("-", "_")
     for name, source in sources.items():
-        runs: dict[int, list[dict]] = {budget: [] for budget in args.budgets}
+        runs: dict[int, list[dict]] = {value: [] for value in values}
         for round_index in range(args.rounds):
-            order = args.budgets if round_index % 2 == 0 else list(reversed(args.budgets))
-            for budget in order:
-                output = args.work_dir / f"budget{budget}.{source.stem}.jsonl"
-                runs[budget].append(run_predict(args, source, output, None, ["--batch-tokens", str(budget)]))
-        outputs = {(args.work_dir / f"budget{budget}.{source.stem}.jsonl").read_bytes() for budget in args.budgets}
+            order = values if round_index % 2 == 0 else list(reversed(values))
+            for value in order:
+                output = args.work_dir / f"{name_of}{value}.{source.stem}.jsonl"
+                runs[value].append(run_predict(args, source, output, None, [flag, str(value)]))
+        outputs = {(args.work_dir / f"{name_of}{value}.{source.stem}.jsonl").read_bytes() for value in values}
         row = {
-            str(budget): {
+            str(value): {
                 "seconds": [run["seconds"] for run in measured],
                 "median_seconds": statistics.median(run["seconds"] for run in measured),
                 "peak_memory_mb": max(run["peak_memory_mb"] for run in measured),
             }
-            for budget, measured in runs.items()
+            for value, measured in runs.items()
         }
-        results[name] = {"budgets": row, "same_output": len(outputs) == 1}
+        first = runs[values[0]]
+        for value, measured in runs.items():  # each value's time against the first's, round by round
+            row[str(value)]["first_over_this_seconds"] = statistics.median(
+                a["seconds"] / b["seconds"] for a, b in zip(first, measured, strict=True)
+            )
+        results[name] = {name_of: row, "same_output": len(outputs) == 1}
         print(
             f"{name}: "
             + "; ".join(
-                f"{budget} {values['median_seconds']:.2f} s, peak {values['peak_memory_mb']:.1f} MB"
-                for budget, values in row.items()
+                f"{flag} {value} {row[str(value)]['median_seconds']:.2f} s "
+                f"({row[str(value)]['first_over_this_seconds']:.2f}x {values[0]}'s documents/s), "
+                f"peak {row[str(value)]['peak_memory_mb']:.1f} MB"
+                for value in values
             )
-            + f" (medians of {args.rounds}); the same bytes at every budget: {len(outputs) == 1}"
+            + f" (medians of {args.rounds}); the same bytes at every value: {len(outputs) == 1}"
         )
     return results
 
@@ -171,6 +194,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--kill-at", type=float, default=0.5, help="the share of the documents written at the kill")
     parser.add_argument("--budgets", type=int, nargs="+", help="instead: predict --batch-tokens at each budget")
+    parser.add_argument("--workers", type=int, nargs="+", help="instead: predict --workers at each count")
     parser.add_argument("--ontonotes", type=int, default=60, help="OntoNotes-shaped documents of the budget sweep")
     parser.add_argument("--work-dir", type=Path, default=WORK)
     args = parser.parse_args()
@@ -189,14 +213,21 @@ def main() -> None:
         "rounds": args.rounds,
         "counts": {},
     }
-    if args.budgets:
+    if args.budgets or args.workers:
         sources = {
             f"{counts[0]} texts": write_input(args.work_dir / f"short{counts[0]}.jsonl", counts[0]),
             f"{args.ontonotes} OntoNotes-shaped": write_ontonotes_shaped(
                 args.work_dir / f"ontonotes{args.ontonotes}.jsonl", args.ontonotes
             ),
         }
-        results["budget_sweep"] = budget_sweep(args, sources)
+        if args.budgets:
+            results["budget_sweep"] = option_sweep(args, sources, "--batch-tokens", args.budgets)
+        if args.workers:
+            if (LITBANK / "test.conll").is_file():
+                sources["LitBank test"] = write_litbank_test(args.work_dir / "litbank_test.jsonlines", args.model)
+            else:
+                print(f"LitBank test left out: {LITBANK} holds no test.conll")
+            results["workers_sweep"] = option_sweep(args, sources, "--workers", args.workers)
         print(f"host: {host()}")
         write_results(results, args.work_dir / "results.json")
         return

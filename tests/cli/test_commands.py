@@ -453,6 +453,34 @@ def test_predict_stopped_by_a_bad_document_keeps_those_before_it(tmp_path, tiny_
     assert [record["text"] for record in read_jsonlines(tmp_path / "o.jsonl")] == texts
 
 
+def test_predict_in_two_workers_writes_every_document_in_order_and_stops_at_a_bad_one(
+    tmp_path, tiny_models, capsys, caplog
+):
+    """``--workers 2``: the records of the input's documents in its order (each chunk's clusters are held to one
+    process's in tests/serving/test_workers.py); a document a worker cannot predict stops the command with one
+    line, the documents before it kept for the same command to go on after."""
+    caplog.set_level(logging.INFO, logger="coref_pipeline")
+    source = tmp_path / "docs.jsonl"
+    texts = [f"Ada wrote note {n}. She sent it to Charles." for n in range(9)]
+    source.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
+    for model in tiny_models:
+        output = tmp_path / "out.jsonl"
+        assert run(["predict", "--model", str(model), "--workers", "2", str(source), str(output)]) == 0
+        assert "Predicting in 2 processes of one thread each" in caplog.text
+        written = read_jsonlines(output)
+        assert [record["doc_key"] for record in written] == [f"docs/{line}" for line in range(1, 10)]
+        assert [record["text"] for record in written] == texts
+    texts[7] = "Ada wrote a note. " * 40
+    source.write_text("".join(json.dumps({"text": text}) + "\n" for text in texts), encoding="utf-8")
+    argv = ["predict", "--model", str(tiny_models[0]), "--workers", "2", str(source), str(tmp_path / "o.jsonl")]
+    assert run([*argv, "--max-subtokens", "50"]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]  # after the progress bar
+    assert error.startswith("error: ") and "the 7 documents before it are kept" in error, error
+    assert "max_inference_subtokens=50" in error, error
+    assert run([*argv, "--max-subtokens", "400"]) == 0
+    assert "Going on from a run before: 7 of 9 documents" in caplog.text
+
+
 def test_predict_on_joshi_jsonlines_with_words_writes_conll_and_html(tmp_path, tiny_models, tiny_tokenizer_dir):
     from coref_pipeline.formats.conll import normalize_word, read_conll
 

@@ -116,7 +116,7 @@ def test_a_stopped_predict_on_a_hub_id_does_not_go_on_once_its_revision_moved(hu
     code = (
         "import json; from coref_pipeline.cli.predict import _load_model, _output_settings; "
         "m, d = _load_model('acme/coref-tiny', None, 'cpu', '32'); "
-        f"print(json.dumps(_output_settings({str(source)!r}, 'acme/coref-tiny', None, d, m, None, None)['weights']))"
+        f"print(json.dumps(_output_settings({str(source)!r}, 'acme/coref-tiny', None, d, m, None, None, 1)['weights']))"
     )
     before = json.loads(offline(cache, code).stdout.strip().splitlines()[-1])
     (cache / "models--acme--coref-tiny" / "refs" / "main").write_text(V2)

@@ -69,6 +69,15 @@ DESCRIPTION = (
     "CPU, where short documents grouped measured faster: docs/benchmarks.md)",
 )
 @click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="processes that predict on a CPU, one thread each, forked from the one that loaded the model and writes "
+    "the output in order; on a 2-core CPU 2 read 1.3x the documents/s of one over many short texts "
+    "(docs/benchmarks.md)",
+)
+@click.option(
     "--device",
     default="auto",
     show_default=True,
@@ -96,6 +105,7 @@ def predict(
     max_antecedents: int | None,
     min_coarse_score: float | None,
     batch_tokens: int | None,
+    workers: int,
     device: str,
     precision: str,
 ) -> None:
@@ -123,9 +133,9 @@ def predict(
     try:
         if joshi:
             _check_segmentation(model, inputs.records(), input_path)
-        settings = _output_settings(input_path, model_dir, revision, directory, model, genre, batch_tokens)
+        settings = _output_settings(input_path, model_dir, revision, directory, model, genre, batch_tokens, workers)
         with ResumableJsonLines(output_path, settings) as output:
-            _predict_into(output, model, inputs, joshi, genre or DEFAULT_GENRE, batch_tokens)
+            _predict_into(output, model, inputs, joshi, genre or DEFAULT_GENRE, batch_tokens, workers)
             # OUTPUT, its record, --conll and --html are written once every document is predicted, or none of them.
             outputs = list(output.records()) if conll or html else []
             if joshi:
@@ -154,15 +164,24 @@ def predict(
         raise CommandError(error) from None
 
 
-def _predict_into(output: Any, model: Any, inputs: Any, joshi: bool, genre: str, batch_tokens: int | None) -> None:
+def _predict_into(
+    output: Any, model: Any, inputs: Any, joshi: bool, genre: str, batch_tokens: int | None, workers: int
+) -> None:
     """Predict the documents ``output`` does not hold yet (a killed run's are kept), read from the input as they are
-    predicted and each written as it is done; an error names how many are kept for the same command to go on after."""
+    predicted and each written as it is done (by this process, in order, with ``workers`` processes predicting);
+    an error names how many are kept for the same command to go on after."""
     if output.done:
         logger.info(
             "Going on from a run before: %d of %d documents predicted in %s", output.done, inputs.count, output.partial
         )
     remaining, total = inputs.records(output.done), inputs.count - output.done
-    if joshi:
+    workers = min(workers, total)
+    if workers > 1:
+        from coref_pipeline.serving.workers import predicted_in_processes
+
+        logger.info("Predicting in %d processes of one thread each", workers)
+        predicted = predicted_in_processes(model, remaining, total, workers, joshi, genre, batch_tokens)
+    elif joshi:
         predicted = model.predicted_documents(remaining, total=total, max_tokens_in_batch=batch_tokens)
     else:
         results = model.predict_many(remaining, genre=genre, total=total, max_tokens_in_batch=batch_tokens)
@@ -189,11 +208,13 @@ def _output_settings(
     model: Any,
     genre: str | None,
     batch_tokens: int | None,
+    workers: int,
 ) -> dict[str, Any]:
     """What decides the records of OUTPUT, so that a killed run's are kept only for the same: the input as it is on
     disk, the model (the weights file as it is in ``directory``, where it was loaded from: for a Hub model, the
-    snapshot its revision resolved to, whose path names the commit), how it was loaded and computes, the genre and
-    the batch budget. Not the baseline's length limit, which refuses a document and changes none it predicts."""
+    snapshot its revision resolved to, whose path names the commit), how it was loaded and computes, the genre, the
+    batch budget and the workers (both decide the groups, whose bf16 arithmetic differs). Not the baseline's length
+    limit, which refuses a document and changes none it predicts."""
     return {
         "input": _files_state(Path(input_path)),
         "model": model_dir,
@@ -204,6 +225,7 @@ def _output_settings(
         "device": str(model.device),
         "genre": genre,
         "batch_tokens": batch_tokens,
+        "workers": workers,
     }
 
 

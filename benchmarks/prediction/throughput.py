@@ -1,7 +1,7 @@
 """Prediction throughput on a CPU, as a user repeats it: documents/s and subtokens/s for each precision and option.
 
 Run: python benchmarks/prediction/throughput.py [--model DIR] [--configurations 32 auto int8] [--ontonotes 30]
-     [--rounds 2] [--threads N] [--previous SRC] [--incremental DIR] [--phases [N]] [--work-dir DIR]
+     [--rounds 2] [--threads N] [--previous SRC] [--incremental DIR] [--workers N] [--phases [N]] [--work-dir DIR]
 
 1. Two document sets, written as Joshi-format jsonlines with the model's own tokenizer and segment length:
    LitBank test (10 documents of about 2,000 words, ``../shared/corpora/litbank``) and ``--ontonotes``
@@ -18,7 +18,9 @@ Run: python benchmarks/prediction/throughput.py [--model DIR] [--configurations 
      is one;
    - with ``--previous SRC`` (the ``src`` folder of an earlier checkout, e.g. ``git worktree add ../previous
      HEAD~1``): ``previous 32`` and ``previous auto``, that version's ``predict`` on the same model, side by side;
-   - with ``--incremental DIR``: ``incremental 32`` and ``incremental auto`` (and ``previous incremental auto``).
+   - with ``--incremental DIR``: ``incremental 32`` and ``incremental auto`` (and ``previous incremental auto``);
+   - with ``--workers N`` (N > 1): ``32 workers N`` and ``auto workers N``, ``predict --workers N`` (N processes of one
+     thread each), and the same for the incremental model.
 3. For each: the median documents/s and subtokens/s, the peak resident memory of the process, and the CoNLL F1
    of its LitBank test output (one-mention clusters removed from key and response, as the LitBank benchmarks).
 4. With ``--phases N``: for each configuration (int8 aside) and set, N more processes (alternating; N is 1 where
@@ -105,6 +107,7 @@ class Run:
     model: Path
     configuration: str
     source_tree: Path | None = None
+    workers: int = 1  # predict --workers
 
 
 def runs_of(args: argparse.Namespace) -> list[Run]:
@@ -116,6 +119,13 @@ def runs_of(args: argparse.Namespace) -> list[Run]:
         runs += [Run(f"incremental {c}", args.incremental, c) for c in ("32", "auto")]
         if args.previous:
             runs += [Run("previous incremental auto", args.incremental, "auto", args.previous)]
+    if args.workers > 1:  # this version's 32 and auto in several processes, each model
+        models = [("", args.model)] + ([("incremental ", args.incremental)] if args.incremental else [])
+        runs += [
+            Run(f"{prefix}{c} workers {args.workers}", model, c, workers=args.workers)
+            for prefix, model in models
+            for c in ("32", "auto")
+        ]
     return runs
 
 
@@ -130,6 +140,7 @@ def run_configuration(run: Run, source: Path, output: Path, threads: int | None)
     program = [__file__, "--child-int8"] if configuration == "int8" else ["-m", "coref_pipeline"]
     precision = "32" if configuration == "int8" else configuration
     command = [sys.executable, *program, "predict", "--model", str(model), "--precision", precision]
+    command += ["--workers", str(run.workers)] if run.workers > 1 else []
     command += [str(source), str(output)]
     return measured_process(command, environment, output.with_suffix(".stderr"), f"{run.label} on {source.name}")
 
@@ -244,12 +255,13 @@ def phases_of(run: Run, source: Path, threads: int | None) -> dict:
 
 
 def phase_rounds(runs: list[Run], sets: dict[str, Path], rounds: int, threads: int | None) -> list[dict[str, dict]]:
-    """``phases_of`` for every run (``int8`` aside) and set, ``rounds`` times, the runs alternating in each round."""
+    """``phases_of`` for every run (``int8`` and several workers aside) and set, ``rounds`` times, the runs
+    alternating in each round."""
     return [
         {
             f"{run.label}|{name}": phases_of(run, path, threads)
             for run in runs
-            if run.configuration != "int8"
+            if run.configuration != "int8" and run.workers == 1
             for name, path in sets.items()
         }
         for _ in range(rounds)
@@ -306,6 +318,9 @@ def main() -> None:
         "runs beside this one's, `32` and `auto`, on the same model",
     )
     parser.add_argument("--incremental", type=Path, help="an incremental model directory: its predict too, 32 and auto")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="also predict --workers N, 32 and auto, each model (N > 1)"
+    )
     parser.add_argument("--work-dir", type=Path, default=ROOT / WORK)
     parser.add_argument(
         "--phases",

@@ -74,7 +74,7 @@ DESCRIPTION = (
     default=1,
     show_default=True,
     help="processes that predict on a CPU, one thread each, forked from the one that loaded the model and writes "
-    "the output in order; on a 2-core CPU 2 read 1.3x the documents/s of one over many short texts "
+    "the output in order; on a 2-core CPU 2 read 1.3-1.4x the documents/s of one over many short texts "
     "(docs/benchmarks.md)",
 )
 @click.option(

@@ -326,8 +326,11 @@ def with_source_tree(environment: Mapping[str, str], source_tree: Path | None) -
 
 def measured_process(command: Sequence[str], environment: Mapping[str, str], log: Path, what: str) -> dict[str, float]:
     """``command`` as a new process, its stderr to ``log``: its wall seconds and its own peak resident memory in MB
-    (the kernel's ``ru_maxrss`` of that child, from ``wait4``). A failure ends the program in one line naming
-    ``what`` and the log's last line."""
+    (the kernel's ``ru_maxrss`` of that child, from ``wait4``). Linux carries a process's peak over to the program
+    it starts, so the child's reads at least this process's own peak when it was started: ``parent_peak_mb``, the
+    floor of the figure (a program measuring memory keeps models and large data out of its own process). A failure
+    ends the program in one line naming ``what`` and the log's last line."""
+    floor = peak_memory_mb()
     started = time.perf_counter()
     with log.open("w") as stderr:
         child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, env=environment)
@@ -337,7 +340,7 @@ def measured_process(command: Sequence[str], environment: Mapping[str, str], log
     if code != 0:
         last = (log.read_text().strip().splitlines() or ["(no message)"])[-1]
         sys.exit(f"{what} failed (exit {code}): {last}")
-    return {"seconds": seconds, "peak_memory_mb": usage.ru_maxrss / 1024}
+    return {"seconds": seconds, "peak_memory_mb": usage.ru_maxrss / 1024, "parent_peak_mb": floor}
 
 
 def coref_pipeline(*args: str, source_tree: Path | None = None) -> float:

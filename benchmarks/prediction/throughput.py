@@ -79,23 +79,33 @@ def subtokens(path: Path) -> int:
 
 
 def write_sets(model: Path, work: Path, ontonotes: int) -> dict[str, Path]:
-    """LitBank test and the OntoNotes-shaped documents as jsonlines, segmented for ``model``."""
-    from benchmarks.common import LITBANK, ontonotes_shaped_documents
+    """LitBank test and the OntoNotes-shaped documents as jsonlines, segmented for ``model``, each written by a
+    process of its own: this one never holds the model, whose pages would be the floor of every measured process's
+    peak (Linux carries a process's peak resident memory over to the program it starts)."""
+    from benchmarks.common import LITBANK
     from coref_pipeline.models.directory import segments_read_by
-    from coref_pipeline.serving.coref_model import CorefModel, as_split_text
 
     tokenizer, length = segments_read_by(model)
     work.mkdir(parents=True, exist_ok=True)
     sets = {"litbank_test": work / "litbank_test.jsonlines", "ontonotes_shaped": work / "ontonotes_shaped.jsonlines"}
     command = [sys.executable, "-m", "coref_pipeline", "minimize", "--tokenizer", tokenizer, "--seg-len", str(length)]
     subprocess.run([*command, str(LITBANK / "test.conll"), str(sets["litbank_test"])], check=True, capture_output=True)
+    writer = [sys.executable, __file__, "--child-write-ontonotes", str(model), str(sets["ontonotes_shaped"])]
+    subprocess.run([*writer, str(ontonotes)], check=True, capture_output=True)
+    return sets
+
+
+def child_write_ontonotes(model: Path, path: Path, count: int) -> None:
+    """``count`` OntoNotes-shaped documents as Joshi-format jsonlines at ``path``, segmented by ``model``."""
+    from benchmarks.common import ontonotes_shaped_documents
+    from coref_pipeline.serving.coref_model import CorefModel, as_split_text
+
     trained = CorefModel.load(model)
-    with sets["ontonotes_shaped"].open("w") as out:
-        for item in ontonotes_shaped_documents("test", limit=ontonotes):
+    with path.open("w") as out:
+        for item in ontonotes_shaped_documents("test", limit=count):
             split = as_split_text(item["sentences"])
             document = trained.jsonlines_document(split, None, item["doc_key"][:2], item["doc_key"][3:])
             out.write(json.dumps(document) + "\n")
-    return sets
 
 
 @dataclass(frozen=True)
@@ -303,6 +313,9 @@ def against_previous(rounds: list[dict[str, dict]], sets: dict[str, Path]) -> di
 def main() -> None:
     if sys.argv[1:2] == ["--child-int8"]:
         child_int8(sys.argv[2:])  # ends the process
+    if sys.argv[1:2] == ["--child-write-ontonotes"]:
+        child_write_ontonotes(Path(sys.argv[2]), Path(sys.argv[3]), int(sys.argv[4]))
+        return
     from benchmarks.common import ROOT, host, require_litbank, test_f1
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -42,7 +42,7 @@ CHUNK_DOCUMENTS = 64
 CHUNKS_PER_WORKER = 8
 PARENT_POLL_S = 0.5  # how often a worker looks whether the process it was forked from is still there
 
-_model: CorefModel | None = None  # the model the workers inherit (set before they are forked)
+_model: CorefModel | None = None  # in a worker: the model it was forked with (``_start_worker``)
 
 
 class WorkerError(ValueError):
@@ -68,36 +68,34 @@ def predicted_in_processes(
     Joshi-format documents (``joshi``), else ``predict_many``'s results as dicts; predicted by ``workers`` processes
     forked from this one, which holds ``model`` (on the CPU). A document a worker cannot predict is a
     ``WorkerError`` with its message, after the outputs before it."""
-    global _model
     if model.device.type != "cpu":
         raise ValueError(f"several workers predict on a CPU; the model is on {model.device} (one process there)")
     if "fork" not in multiprocessing.get_all_start_methods():
         raise ValueError("several workers are processes forked from this one, and this platform cannot fork: use one")
     size, remaining = chunk_size(count, workers), iter(records)
     chunks = iter(lambda: list(islice(remaining, size)), [])
-    _model = model
-    try:
-        context = multiprocessing.get_context("fork")
-        with (
-            ProcessPoolExecutor(
-                workers, mp_context=context, initializer=_start_worker, initargs=(os.getpid(),)
-            ) as pool,
-            tqdm(total=count, desc="predict", unit="doc") as bar,
-        ):
-            pending: deque[Future] = deque()
-            for chunk in chunks:
-                pending.append(pool.submit(_predict_chunk, chunk, joshi, genre, max_tokens_in_batch))
-                if len(pending) >= 2 * workers:
-                    yield from _outputs(pending.popleft(), bar)
-            while pending:
+    context = multiprocessing.get_context("fork")  # a forked worker's arguments are its memory: nothing is pickled
+    with (
+        ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_start_worker, initargs=(os.getpid(), model)
+        ) as pool,
+        tqdm(total=count, desc="predict", unit="doc") as bar,
+    ):
+        pending: deque[Future] = deque()
+        for chunk in chunks:
+            pending.append(pool.submit(_predict_chunk, chunk, joshi, genre, max_tokens_in_batch))
+            if len(pending) >= 2 * workers:
                 yield from _outputs(pending.popleft(), bar)
-    finally:
-        _model = None
+        while pending:
+            yield from _outputs(pending.popleft(), bar)
 
 
-def _start_worker(parent: int) -> None:
-    """In a new worker: one thread for torch, and an end of its own once ``parent`` is gone (killed: its workers
-    would otherwise wait on queues that their siblings hold open, for ever)."""
+def _start_worker(parent: int, model: CorefModel) -> None:
+    """In a new worker: ``model`` (the forking process's, its pages shared), one thread for torch, and an end of its
+    own once ``parent`` is gone (killed: its workers would otherwise wait on queues that their siblings hold open,
+    for ever)."""
+    global _model
+    _model = model
     torch.set_num_threads(1)
 
     def watch() -> None:
@@ -121,7 +119,7 @@ def _predict_chunk(
     records: list[dict[str, Any]], joshi: bool, genre: str, max_tokens_in_batch: int | None
 ) -> tuple[list[dict[str, Any]], str | None]:
     """In a worker: the chunk's outputs, and the message of the document that stopped it (None: every one done)."""
-    assert _model is not None, "a worker runs in a process forked from predicted_in_processes"
+    assert _model is not None, "a worker runs in a process started by predicted_in_processes"
     outputs: list[dict[str, Any]] = []
     try:
         if joshi:

@@ -343,6 +343,18 @@ def measured_process(command: Sequence[str], environment: Mapping[str, str], log
     return {"seconds": seconds, "peak_memory_mb": usage.ru_maxrss / 1024, "parent_peak_mb": floor}
 
 
+def write_litbank_test(model: Path, path: Path) -> Path:
+    """LitBank test (``LITBANK``) as Joshi-format jsonlines at ``path``, segmented for ``model`` by ``coref-pipeline
+    minimize`` in a process of its own (with the record beside it that ``predict`` checks): ten documents of about
+    2,300 subtokens."""
+    from coref_pipeline.models.directory import segments_read_by
+
+    tokenizer, length = segments_read_by(model)
+    command = [sys.executable, "-m", "coref_pipeline", "minimize", "--tokenizer", tokenizer, "--seg-len", str(length)]
+    subprocess.run([*command, str(LITBANK / "test.conll"), str(path)], check=True, capture_output=True)
+    return path
+
+
 def coref_pipeline(*args: str, source_tree: Path | None = None) -> float:
     """Seconds the command took, as a new process (``source_tree``: an earlier checkout's ``src`` folder, put first
     on ``PYTHONPATH``, runs that version's command)."""

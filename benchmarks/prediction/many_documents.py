@@ -50,7 +50,16 @@ import subprocess
 import time
 from collections.abc import Sequence
 
-from benchmarks.common import LITBANK, ROOT, host, measured_process, probe_texts, with_source_tree, write_results
+from benchmarks.common import (
+    LITBANK,
+    ROOT,
+    host,
+    measured_process,
+    probe_texts,
+    with_source_tree,
+    write_litbank_test,
+    write_results,
+)
 from coref_pipeline.files import ResumableJsonLines
 
 WORK = ROOT / "data" / "benchmarks" / "many_documents"
@@ -92,17 +101,6 @@ def write_ontonotes_shaped(path: Path, count: int) -> Path:
     with path.open("w", encoding="utf-8") as out:
         for document in ontonotes_shaped_documents("test", limit=count):
             out.write(json.dumps({"doc_key": document["doc_key"], "sentences": document["sentences"]}) + "\n")
-    return path
-
-
-def write_litbank_test(path: Path, model: Path) -> Path:
-    """LitBank test (``benchmarks.common.LITBANK``) as Joshi-format jsonlines segmented for ``model``, as
-    ``throughput.py`` writes it: ten documents of about 2,300 subtokens."""
-    from coref_pipeline.models.directory import segments_read_by
-
-    tokenizer, length = segments_read_by(model)
-    command = [sys.executable, "-m", "coref_pipeline", "minimize", "--tokenizer", tokenizer, "--seg-len", str(length)]
-    subprocess.run([*command, str(LITBANK / "test.conll"), str(path)], check=True, capture_output=True)
     return path
 
 
@@ -194,7 +192,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--kill-at", type=float, default=0.5, help="the share of the documents written at the kill")
     parser.add_argument("--budgets", type=int, nargs="+", help="instead: predict --batch-tokens at each budget")
-    parser.add_argument("--workers", type=int, nargs="+", help="instead: predict --workers at each count")
+    parser.add_argument("--workers", type=int, nargs="+", help="instead: predict --workers at each number")
     parser.add_argument("--ontonotes", type=int, default=60, help="OntoNotes-shaped documents of the budget sweep")
     parser.add_argument("--work-dir", type=Path, default=WORK)
     args = parser.parse_args()
@@ -224,7 +222,7 @@ def main() -> None:
             results["budget_sweep"] = option_sweep(args, sources, "--batch-tokens", args.budgets)
         if args.workers:
             if (LITBANK / "test.conll").is_file():
-                sources["LitBank test"] = write_litbank_test(args.work_dir / "litbank_test.jsonlines", args.model)
+                sources["LitBank test"] = write_litbank_test(args.model, args.work_dir / "litbank_test.jsonlines")
             else:
                 print(f"LitBank test left out: {LITBANK} holds no test.conll")
             results["workers_sweep"] = option_sweep(args, sources, "--workers", args.workers)

@@ -82,14 +82,11 @@ def write_sets(model: Path, work: Path, ontonotes: int) -> dict[str, Path]:
     """LitBank test and the OntoNotes-shaped documents as jsonlines, segmented for ``model``, each written by a
     process of its own: this one never holds the model, whose pages would be the floor of every measured process's
     peak (Linux carries a process's peak resident memory over to the program it starts)."""
-    from benchmarks.common import LITBANK
-    from coref_pipeline.models.directory import segments_read_by
+    from benchmarks.common import write_litbank_test
 
-    tokenizer, length = segments_read_by(model)
     work.mkdir(parents=True, exist_ok=True)
     sets = {"litbank_test": work / "litbank_test.jsonlines", "ontonotes_shaped": work / "ontonotes_shaped.jsonlines"}
-    command = [sys.executable, "-m", "coref_pipeline", "minimize", "--tokenizer", tokenizer, "--seg-len", str(length)]
-    subprocess.run([*command, str(LITBANK / "test.conll"), str(sets["litbank_test"])], check=True, capture_output=True)
+    write_litbank_test(model, sets["litbank_test"])
     writer = [sys.executable, __file__, "--child-write-ontonotes", str(model), str(sets["ontonotes_shaped"])]
     subprocess.run([*writer, str(ontonotes)], check=True, capture_output=True)
     return sets

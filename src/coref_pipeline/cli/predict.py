@@ -175,17 +175,14 @@ def _predict_into(
             "Going on from a run before: %d of %d documents predicted in %s", output.done, inputs.count, output.partial
         )
     remaining, total = inputs.records(output.done), inputs.count - output.done
+    from coref_pipeline.serving.workers import output_records, predicted_in_processes
+
     workers = min(workers, total)
     if workers > 1:
-        from coref_pipeline.serving.workers import predicted_in_processes
-
         logger.info("Predicting in %d processes of one thread each", workers)
         predicted = predicted_in_processes(model, remaining, total, workers, joshi, genre, batch_tokens)
-    elif joshi:
-        predicted = model.predicted_documents(remaining, total=total, max_tokens_in_batch=batch_tokens)
     else:
-        results = model.predict_many(remaining, genre=genre, total=total, max_tokens_in_batch=batch_tokens)
-        predicted = (result.to_dict() for result in results)
+        predicted = output_records(model, remaining, joshi, genre, batch_tokens, total=total)
     written = output.done
     try:
         for record in predicted:

@@ -16,7 +16,6 @@ process's. At most ``2 * N`` chunks are in flight, so memory does not grow with 
 
 from __future__ import annotations
 
-import logging
 import math
 import multiprocessing
 import os
@@ -33,8 +32,6 @@ from tqdm.auto import tqdm
 
 from coref_pipeline.serving.coref_model import CorefModel
 
-logger = logging.getLogger(__name__)
-
 # Documents a worker is given at a time, at most: enough for the groups of short documents that a CPU's budget
 # holds (``CPU_MAX_TOKENS_IN_BATCH``: about 25 texts of 20 subtokens); with fewer documents, as many chunks a worker
 # as this, so that long documents are shared evenly (LitBank test's ten: one a chunk for two workers).
@@ -47,6 +44,29 @@ _model: CorefModel | None = None  # in a worker: the model it was forked with (`
 
 class WorkerError(ValueError):
     """A document a worker could not predict (too long, malformed), with the documents before it done."""
+
+
+def output_records(
+    model: CorefModel,
+    records: Iterable[dict[str, Any]],
+    joshi: bool,
+    genre: str,
+    max_tokens_in_batch: int | None,
+    progress: bool = True,
+    total: int | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The output record of each of ``records`` in this process, in their order, as each is done: Joshi-format
+    documents (``joshi``) with ``predicted_clusters`` (``CorefModel.predicted_documents``), else each text record's
+    result as a dict (``CorefModel.predict_many``)."""
+    if joshi:
+        yield from model.predicted_documents(
+            records, progress=progress, total=total, max_tokens_in_batch=max_tokens_in_batch
+        )
+    else:
+        results = model.predict_many(
+            records, genre=genre, progress=progress, total=total, max_tokens_in_batch=max_tokens_in_batch
+        )
+        yield from (result.to_dict() for result in results)
 
 
 def chunk_size(count: int, workers: int) -> int:
@@ -64,10 +84,9 @@ def predicted_in_processes(
     genre: str,
     max_tokens_in_batch: int | None,
 ) -> Iterator[dict[str, Any]]:
-    """The output record of each of ``records`` (``count`` of them), in their order: ``predicted_documents``'s for
-    Joshi-format documents (``joshi``), else ``predict_many``'s results as dicts; predicted by ``workers`` processes
-    forked from this one, which holds ``model`` (on the CPU). A document a worker cannot predict is a
-    ``WorkerError`` with its message, after the outputs before it."""
+    """The output record of each of ``records`` (``count`` of them), in their order, as ``output_records`` gives it,
+    predicted by ``workers`` processes forked from this one, which holds ``model`` (on the CPU). A document a worker
+    cannot predict is a ``WorkerError`` with its message, after the outputs before it."""
     if model.device.type != "cpu":
         raise ValueError(f"several workers predict on a CPU; the model is on {model.device} (one process there)")
     if "fork" not in multiprocessing.get_all_start_methods():
@@ -122,12 +141,7 @@ def _predict_chunk(
     assert _model is not None, "a worker runs in a process started by predicted_in_processes"
     outputs: list[dict[str, Any]] = []
     try:
-        if joshi:
-            predicted = _model.predicted_documents(records, progress=False, max_tokens_in_batch=max_tokens_in_batch)
-        else:
-            results = _model.predict_many(records, genre=genre, progress=False, max_tokens_in_batch=max_tokens_in_batch)
-            predicted = (result.to_dict() for result in results)
-        outputs.extend(predicted)
+        outputs.extend(output_records(_model, records, joshi, genre, max_tokens_in_batch, progress=False))
     except (ValueError, KeyError) as error:
         return outputs, str(error)
     return outputs, None

@@ -1,13 +1,16 @@
 """The tests' own bounds (``tests/tolerances.py``) held to what they claim: where ``pruning_near_tie`` finds no
-near tie, no rounding within the bound changes the spans that ``prune_spans`` keeps."""
+near tie, no rounding within the bound changes the spans that ``prune_spans`` keeps; where ``antecedent_near_tie``
+finds none in a span's row, no rounding within the bound changes the antecedents the baseline ranks for it."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from coref_pipeline.models.baseline import BaselineCorefModel
 from coref_pipeline.models.spans import prune_spans
-from tests.tolerances import pruning_near_tie, reordered
+from tests.models.tiny import tiny_config, tiny_encoder
+from tests.tolerances import antecedent_near_tie, pruning_near_tie, reordered
 
 
 def kept_spans(scores: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, k: int, crossing: bool) -> list:
@@ -61,3 +64,56 @@ def test_a_near_tie_is_found_where_pruning_may_tip_and_not_elsewhere():
     # Two spans that do not cross, both kept, scored alike: no rounding changes what is kept.
     scores = torch.tensor([1.0, 1.0, 1.0 - step])
     assert not pruning_near_tie(scores, starts, ends, kept_spans(scores, starts, ends, 2, False), terms, False)
+
+
+def ranked_antecedents(model: BaselineCorefModel, coarse: torch.Tensor, floor: float) -> list[tuple]:
+    """Each span's antecedents as the baseline ranks them from ``coarse`` (``[k, k]``), in order, with the mask and
+    which of them score above ``floor``: everything of a row that the coarse scores decide."""
+    antecedents, mask, top_coarse = model.top_antecedents(coarse)
+    scored = top_coarse > floor
+    return list(zip(antecedents.tolist(), mask.tolist(), scored.tolist(), strict=True))
+
+
+def test_without_an_antecedent_near_tie_no_rounding_within_the_bound_changes_a_spans_antecedents():
+    """Random coarse scores on a coarse grid (two of them equal or far apart), the later spans' columns -inf as the
+    baseline masks them, each ranked again with every score moved by up to the float bound: in every row where the
+    helper finds no near tie, every such rounding gives the same antecedents, order, mask and pairs above the floor;
+    and the roundings do tip some of the rows it finds."""
+    model = BaselineCorefModel(tiny_config(max_top_antecedents=6), tiny_encoder()).eval()
+    generator = torch.Generator().manual_seed(0)
+    terms, k, floor = 1000, 14, 1.1
+    found_untipped, found_tipped = 0, 0
+    for _ in range(100):
+        coarse = torch.randint(0, 40, (k, k), generator=generator).float() * 0.01 + 1.0
+        coarse = coarse.masked_fill(torch.ones(k, k, dtype=torch.bool).triu(), float("-inf"))  # [k, k]
+        ranked = ranked_antecedents(model, coarse, floor)
+        bound = reordered(terms) * float(coarse[torch.isfinite(coarse)].abs().max())
+        ties = antecedent_near_tie(coarse, min(6, k), floor, terms).tolist()
+        tipped = [False] * k
+        for _ in range(30):
+            moved = coarse + (torch.rand(coarse.shape, generator=generator) * 2 - 1) * bound
+            for row, (before, after) in enumerate(zip(ranked, ranked_antecedents(model, moved, floor), strict=True)):
+                tipped[row] |= before != after
+        for tie, tip in zip(ties, tipped, strict=True):
+            if not tie:
+                assert not tip
+                found_untipped += 1
+            found_tipped += tip
+    assert found_untipped and found_tipped  # both cases seen
+
+
+def test_an_antecedent_near_tie_is_found_where_the_ranking_or_the_floor_may_tip_and_not_elsewhere():
+    terms, inf = 100, float("-inf")
+    step = 10 * reordered(terms)  # far beyond the bound of scores of order one
+    # Row 1: one antecedent. Row 2: two scored alike (their order may tip). Row 3: three apart, two kept (c = 2).
+    coarse = torch.tensor(
+        [[inf, inf, inf, inf], [1.0, inf, inf, inf], [1.0, 1.0, inf, inf], [1.0, 1.0 - step, 1.0 - 2 * step, inf]]
+    )
+    assert antecedent_near_tie(coarse, 2, None, terms).tolist() == [False, False, True, False]
+    # The third's second and third best alike: which one is kept may tip.
+    coarse[3, 2] = 1.0 - step
+    assert antecedent_near_tie(coarse, 2, None, terms).tolist() == [False, False, True, True]
+    # A floor at an antecedent's score: whether it is scored may tip; a floor far from every score tips nothing.
+    coarse[3, 2] = 1.0 - 2 * step
+    assert antecedent_near_tie(coarse, 2, 1.0, terms).tolist() == [False, True, True, True]
+    assert antecedent_near_tie(coarse, 2, 0.5, terms).tolist() == [False, False, True, False]

@@ -22,7 +22,8 @@ whose order changed, and nothing looser:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -221,3 +222,57 @@ def same_spans_or_near_tie(
         assert set(kept) <= set(zip(starts.tolist(), ends.tolist(), strict=True)), msg
         assert pruning_near_tie(scores, starts, ends, kept_alone, terms, crossing), msg
     return same
+
+
+def antecedent_near_tie(coarse: torch.Tensor, c: int, floor: float | None, terms: int) -> torch.Tensor:
+    """Which spans' antecedents float32's rounding within the bound of ``terms`` reordered terms may change: their set,
+    their order, or which of them score above the coarse ``floor`` (``coarse``: ``[k, k]``, scored alone; each row's
+    ``c`` best are its antecedents, best first). A row may tip where two of its ``c + 1`` best finite scores lie
+    within twice the bound of each other, or one of its ``c`` best that close to the floor. ``[k]`` bool."""
+    finite = coarse[torch.isfinite(coarse)]
+    margin = 2 * reordered(terms) * (float(finite.abs().max()) if finite.numel() else 0.0)
+    best = coarse.topk(min(c + 1, coarse.shape[-1]), dim=-1).values  # [k, c + 1], descending
+    tie = ((best[:, :-1] - best[:, 1:] <= margin) & torch.isfinite(best[:, 1:])).any(dim=-1)  # [k]
+    if floor is not None:
+        top = best[:, :c]
+        tie |= (torch.isfinite(top) & ((top - floor).abs() <= margin)).any(dim=-1)
+    return tie
+
+
+def same_antecedents_or_near_tie(
+    together: Any, alone: Any, coarse: torch.Tensor, floor: float | None, terms: int, msg: Any = None
+) -> bool:
+    """Whether a baseline's antecedents computed in products of other shapes (``together``: its ``CorefOutput``) are
+    those computed alone (``alone``, whose coarse scores were ``coarse``, ``[k, k]``): the same antecedents in the
+    same order, the same mask, the same pairs scored above the ``floor``. Where they differ, asserts that every span
+    whose row differs had a near tie alone (``antecedent_near_tie``). Returns whether they are the same (their
+    scores and the clusters can then be compared)."""
+    assert together.top_antecedents.shape == alone.top_antecedents.shape, msg
+    differs = (
+        (together.top_antecedents != alone.top_antecedents).any(dim=-1)
+        | (together.top_antecedent_mask != alone.top_antecedent_mask).any(dim=-1)
+        | (torch.isfinite(together.top_antecedent_scores) != torch.isfinite(alone.top_antecedent_scores)).any(dim=-1)
+    )  # [k]
+    if not differs.any():
+        return True
+    ties = antecedent_near_tie(coarse, alone.top_antecedents.shape[1], floor, terms)
+    assert bool(ties[differs].all()), (msg, differs.nonzero().flatten().tolist())
+    return False
+
+
+@contextmanager
+def recorded_coarse_scores(baseline: torch.nn.Module) -> Iterator[list[torch.Tensor]]:
+    """The coarse scores (``[..., k, k]``) each forward pass of ``baseline`` (a ``BaselineCorefModel``) ranks its
+    antecedents by, recorded in order: what ``same_antecedents_or_near_tie`` reads."""
+    recorded: list[torch.Tensor] = []
+    rank = baseline.top_antecedents
+
+    def recording(coarse: torch.Tensor) -> Any:
+        recorded.append(coarse.detach().clone())
+        return rank(coarse)
+
+    baseline.top_antecedents = recording
+    try:
+        yield recorded
+    finally:
+        del baseline.top_antecedents

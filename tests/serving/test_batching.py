@@ -156,8 +156,9 @@ def test_predict_many_and_predict_texts_batched_match_one_at_a_time(models):
     assert_same_where_read_the_same(  # the documents with words, those the encoder read
         [r.to_dict() for r in batched if r.words], [r.to_dict() for r in one if r.words], read_the_same
     )
-    listed = model.predict(texts=items)
-    assert isinstance(listed, list) and [r.to_dict() for r in listed] == [r.to_dict() for r in one]
+    listed = model.predict(texts=items)  # the default budget's groups: the same computation as predict_many's
+    expected = [r.to_dict() for r in model.predict_many(items, progress=False)]
+    assert isinstance(listed, list) and [r.to_dict() for r in listed] == expected
     with pytest.raises(TypeError, match="one document or texts"):
         model.predict("A text.", texts=items)
 
@@ -171,27 +172,40 @@ def test_a_baseline_document_over_its_limit_is_refused_by_name_among_others(tmp_
 
 
 def test_batched_scores_are_the_one_at_a_time_scores_within_the_float_bound(models, documents):
-    """The baseline's encoder outputs and antecedent scores from an encoder pass shared with other documents."""
-    from tests.tolerances import assert_reordered_close, ffnn_terms
+    """The baseline's encoder outputs and antecedent scores from an encoder pass shared with other documents: the
+    same kept spans and antecedents but where the scores that rank them lie within the float bound (then what reads
+    them differs), the scores within the bound."""
+    from tests.tolerances import (
+        assert_reordered_close,
+        head_terms,
+        recorded_coarse_scores,
+        same_antecedents_or_near_tie,
+        same_spans_or_near_tie,
+    )
 
     model = models["baseline"]
     tensors = [model.tensorize(document) for document in documents[:4]]
     hidden = model.encode_together(tensors, 4096)
     config = model.model.encoder.model.config
     terms = encoder_terms(config, model.config.max_segment_len)
+    compared = 0
     for document, encoded in zip(tensors, hidden, strict=True):
         with model._evaluation_mode():
             alone_hidden = model.model.encoder(document.input_ids, document.attention_mask, document.lengths())
         assert_reordered_close(encoded, alone_hidden, terms)
-        alone = model._forward_for_inference(document)
+        with recorded_coarse_scores(model.model) as coarse:
+            alone = model._forward_for_inference(document)
         together = model._forward_for_inference(document, encoded)
-        assert torch.equal(alone.top_span_starts, together.top_span_starts)
-        scorer = model.model.pair_scorer
-        assert_reordered_close(
-            together.top_antecedent_scores,
-            alone.top_antecedent_scores,
-            terms + ffnn_terms(scorer.slow_antecedent_scores),
-        )
+        chain, key = terms + head_terms(model.model), document.doc_key
+        kept = [list(zip(o.top_span_starts.tolist(), o.top_span_ends.tolist(), strict=True)) for o in (together, alone)]
+        candidates = (alone.candidate_mention_scores, alone.candidate_starts, alone.candidate_ends)
+        if not same_spans_or_near_tie(*kept, candidates, chain, False, key):
+            continue  # a near tie in the mention ranking tipped
+        if not same_antecedents_or_near_tie(together, alone, coarse[0], model.config.min_coarse_score, chain, key):
+            continue  # a near tie in a span's antecedents tipped
+        assert_reordered_close(together.top_antecedent_scores, alone.top_antecedent_scores, chain)
+        compared += 1
+    assert compared  # scores to see
 
 
 # ------------------------------------------------------------------------------------ the shipped corpora

@@ -20,11 +20,14 @@ from tests.paths import PROJECT_ROOT, copy_project
 
 MAIN_JOB = "preprocess,segment,coref_train,incremental_train,evaluate"
 PROBES = PROJECT_ROOT / "data" / "01_raw" / "probes" / "pronoun_probes.jsonl"
-# Of the probes, each model. Measured: 46 of 60 on an Intel Xeon with AMX, 44 on an AMD EPYC with AVX-512 BF16 (fp32
-# sums in another order: another model from the same seed), 38 at a second seed there; the goal is 85%. The floor
-# sits two texts below the lowest run measured, so that it holds on any CPU's arithmetic: it fails a model that
-# collapses, not one a few texts worse (the benchmarks page's figures are that finer check).
-AT_LEAST_RIGHT = 0.6
+# Of the probes, each model. Another CPU's fp32 sums train another model from the same seed, a draw like another
+# seed's. The main job's baseline measured 46 of 60 on an Intel Xeon with AMX, and 44, 38, 45, 45 and 44, 40, 45, 49
+# at seeds 13 to 16 on AMD EPYCs with AVX-512 BF16 (the benchmarks page): nine draws, a mean of 44.0 and a standard
+# deviation of 3.2; the goal is 85%. The floor, 30, sits four deviations below the mean, so that it holds on any
+# CPU's arithmetic (at 36, two below the lowest draw, about one run in a hundred would fail): it fails a model that
+# collapses (one that links nothing gets none right), not one a few texts worse (the benchmarks page's figures are
+# that finer check).
+AT_LEAST_RIGHT = 0.5
 
 
 @pytest.fixture(scope="module")

@@ -83,4 +83,5 @@ def minimize(
     sidecar.unlink(missing_ok=True)
     write_jsonlines(output_path, by_length[length])
     record.save(sidecar)
-    logger.info("Wrote %d documents to %s (segmentation record: %s)", len(frame), output_path, sidecar)
+    documents = f"{len(frame)} document{'' if len(frame) == 1 else 's'}"
+    logger.info("Wrote %s to %s (segmentation record: %s)", documents, output_path, sidecar)

@@ -146,7 +146,7 @@ def predict(
             output.commit()
     except (OSError, ValueError, KeyError) as error:  # DocumentTooLongError, SegmentationError, ...: ValueErrors
         raise CommandError(error) from None
-    logger.info("Wrote %d documents to %s", inputs.count, output_path)
+    logger.info("Wrote %d document%s to %s", inputs.count, "" if inputs.count == 1 else "s", output_path)
 
     try:
         _write_record(output_path, model_dir, revision, model, inputs.count)

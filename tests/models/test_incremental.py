@@ -1155,7 +1155,8 @@ def test_a_group_reads_its_one_segment_documents_spans_together_and_decides_each
     """``forward_group``: the kept spans of a group's documents of one segment read in one pass (or in passes of at
     most ``span_window_subtokens``), each document's as ``span_windows`` reads it alone from the same encoder output:
     the same spans (but where two candidates' mention scores lie within float32's bound: pruning ranks them), their
-    embeddings and mention scores within that bound (the products come in other shapes); a document of several
+    embeddings, mention scores and the pair scorer's projections of them (computed for the group's spans together)
+    within that bound (the products come in other shapes); a document of several
     segments read as alone. Each document's decisions then equal its own alone: an
     argmax agrees unless its two best options lie within rounding, and these seeded documents have none that close
     (as in tests/models/test_incremental_equality.py)."""
@@ -1212,6 +1213,12 @@ def test_a_group_reads_its_one_segment_documents_spans_together_and_decides_each
                 assert torch.equal(found[position].ends, spans.ends)
                 assert_reordered_close(found[position].embeddings, spans.embeddings, terms)
                 assert_reordered_close(found[position].mention_scores, spans.mention_scores, terms)
+                # the pair scorer's projections of the group's kept spans, computed together: as of its own alone
+                own = model.span_projections(spans.embeddings)
+                for together_part, own_part in zip(found[position].projections, own, strict=True):
+                    assert (together_part is None) == (own_part is None)
+                    if own_part is not None:
+                        assert_reordered_close(together_part, own_part, terms)
             assert output.clusters == alone.clusters and output.kept_spans == alone.kept_spans
             assert output.memory.mentions == alone.memory.mentions
             linked += len(alone.clusters)

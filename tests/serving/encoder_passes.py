@@ -93,9 +93,9 @@ def assert_spans_together_as_alone(
     """The incremental model's kept spans read with a group's (``spans``: this document's ``SegmentSpans`` from
     ``group_spans``; ``together``: its output) against its spans read alone on the same encoder output ``hidden``:
     the same spans (but at a near tie in the candidates' mention scores, which pruning ranks: then nothing after it
-    is compared), their embeddings and mention scores within the float bound; and its clusters batched exactly its
-    decisions alone on the group's spans (nothing else of the group reaches them). Returns whether its clusters are
-    those of alone."""
+    is compared), their embeddings, mention scores and pair-scorer projections within the float bound; and its
+    clusters batched exactly its decisions alone on the group's spans (nothing else of the group reaches them).
+    Returns whether its clusters are those of alone."""
     inner, key = model.model, tensors.doc_key
     terms = head_terms(inner)
     with model._evaluation_mode():
@@ -110,6 +110,13 @@ def assert_spans_together_as_alone(
     assert torch.equal(spans.starts, alone.starts) and torch.equal(spans.ends, alone.ends), key
     assert_reordered_close(spans.embeddings, alone.embeddings, terms, msg=key)
     assert_reordered_close(spans.mention_scores, alone.mention_scores, terms, msg=key)
+    if spans.projections is not None:  # the pair scorer's projections, computed for the group's spans together
+        with model._evaluation_mode():
+            own = inner.span_projections(alone.embeddings)
+        for together_part, own_part in zip(spans.projections, own, strict=True):
+            assert (together_part is None) == (own_part is None), key
+            if own_part is not None:
+                assert_reordered_close(together_part, own_part, terms, msg=key)
     assert together.clusters == decided.clusters, key
     return together.clusters == model.predict_tensors(tensors, hidden)
 

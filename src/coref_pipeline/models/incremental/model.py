@@ -21,7 +21,7 @@ from coref_pipeline.models.incremental.loss import SegmentLoss, window_loss
 from coref_pipeline.models.incremental.memory import EntityMemory, Span
 from coref_pipeline.models.incremental.scoring import SegmentScores, host_tensor
 from coref_pipeline.models.layers import FFNN
-from coref_pipeline.models.scorers import PairScorer, SpanScorer
+from coref_pipeline.models.scorers import FirstLayerParts, PairScorer, SpanScorer
 from coref_pipeline.models.spans import gold_mention_loss, prune_spans
 
 logger = logging.getLogger(__name__)
@@ -47,6 +47,21 @@ class IncrementalOutput:
     kept_spans: list[Span]
 
 
+class SpanProjections(NamedTuple):
+    """What the pair scorer reads of a segment's kept spans before any pair: their rows of its first layer's target
+    and candidate parts and, with the coarse term, their coarse projection
+    (``IncrementalCorefModel.span_projections``)."""
+
+    targets: torch.Tensor  # [k, ffnn]: the target part with the layer's bias
+    candidates: torch.Tensor  # [k, ffnn]: the candidate part
+    sources: torch.Tensor | None  # [k, D]: src_projection (in bf16 at bf16 inference); None without the coarse term
+
+    def rows(self, first: int, end: int) -> SpanProjections:
+        """The projections of the spans ``first`` to ``end`` (of several segments' computed together)."""
+        sources = None if self.sources is None else self.sources[first:end]
+        return SpanProjections(self.targets[first:end], self.candidates[first:end], sources)
+
+
 class SegmentSpans(NamedTuple):
     """``IncrementalCorefModel.segment_spans``: one segment's kept spans."""
 
@@ -57,6 +72,7 @@ class SegmentSpans(NamedTuple):
     mention_loss: torch.Tensor | None  # with train and mention_loss_coef: the weighted mention loss
     spans: list[Span]  # the same spans in the document's offsets, on the host (known without a read)
     ends_window: bool = True  # the last segment of the window of segments whose spans were scored together
+    projections: SpanProjections | None = None  # computed with other documents' (forward_group); else by resolve_spans
 
 
 class IncrementalCorefModel(nn.Module):
@@ -377,9 +393,11 @@ class IncrementalCorefModel(nn.Module):
         features: PairFeatures,
         gold: GoldAntecedents | None = None,
         train: bool = False,
+        projections: SpanProjections | None = None,
     ) -> SegmentLoss | None:
         """Greedy decisions for one segment's spans in order (global subtoken offsets, host lists; ``embeddings``
-        ``[k, D]``, ``mention_scores`` ``[k]``); in training, the options
+        ``[k, D]``, ``mention_scores`` ``[k]``; ``projections``: theirs, if computed with other segments' spans,
+        else computed here); in training, the options
         each decision had (``SegmentLoss``; its loss is computed with its window's, ``window_loss``), None when no
         span had any.
 
@@ -396,12 +414,9 @@ class IncrementalCorefModel(nn.Module):
         read_spans = [spans[index] for index in read]
         weights = self.pair_scorer.first_layer_parts()
         self.project_base_again(memory, weights)
-        target_projections = self.pair_scorer.project_targets(embeddings, weights)  # [n, ffnn]
-        candidate_projections = self.pair_scorer.project_candidates(embeddings, weights)  # [n, ffnn]
-        sources = None  # [n, D]: the coarse projection, where the fine FFNN computes (bf16 at inference)
-        if self.uses_coarse:
-            with self.pair_scorer.inference_autocast(embeddings):
-                sources = self.src_projection(embeddings)
+        if projections is None or len(read) < len(spans):
+            projections = self.span_projections(embeddings, weights)
+        target_projections, candidate_projections, sources = projections  # [n, ffnn], [n, ffnn], [n, D] or None
         floors = self.coarse_floors(mention_scores)  # [n] or None
         table = memory.begin_segment(embeddings, candidate_projections, mention_scores)
         scores = SegmentScores(
@@ -424,6 +439,19 @@ class IncrementalCorefModel(nn.Module):
             self, memory, table, scores, read_spans, embeddings, candidate_projections, mention_scores, gold, loss
         )
         return loss if loss else None
+
+    def span_projections(self, embeddings: torch.Tensor, weights: FirstLayerParts | None = None) -> SpanProjections:
+        """The pair scorer's projections of spans (``embeddings`` ``[k, D]``), computed once for every pair they
+        take part in: one product each over as many spans as are given (several documents' at once in
+        ``forward_group``, so that each weight matrix is read once a group, not once a document)."""
+        weights = self.pair_scorer.first_layer_parts() if weights is None else weights
+        targets = self.pair_scorer.project_targets(embeddings, weights)  # [k, ffnn]
+        candidates = self.pair_scorer.project_candidates(embeddings, weights)  # [k, ffnn]
+        sources = None  # [k, D]: the coarse projection, where the fine FFNN computes (bf16 at inference)
+        if self.uses_coarse:
+            with self.pair_scorer.inference_autocast(embeddings):
+                sources = self.src_projection(embeddings)
+        return SpanProjections(targets, candidates, sources)
 
     # ---------------------------------------------------------------- forward
     def read_segments(
@@ -466,7 +494,7 @@ class IncrementalCorefModel(nn.Module):
                 kept_spans.append(span)
             starts, ends = [start for start, _ in found.spans], [end for _, end in found.spans]
             segment = self.resolve_spans(
-                memory, starts, ends, found.embeddings, found.mention_scores, features, gold, train
+                memory, starts, ends, found.embeddings, found.mention_scores, features, gold, train, found.projections
             )
             if segment is not None:
                 recorded.append(segment)
@@ -542,8 +570,13 @@ class IncrementalCorefModel(nn.Module):
                 bounds.append(bounds[-1] + document.num_tokens)
             read = torch.cat([hidden[position] for position in members])  # [tokens, H]
             kept = self.window_spans(read, torch.cat(starts), torch.cat(ends), bounds)
+            # the pair scorer's projections of the pass's kept spans in one product each
+            projections = self.span_projections(torch.cat([embeddings for _, _, embeddings, _, _ in kept]))
+            first = 0
             for position, (starts_k, ends_k, embeddings, scores, spans) in zip(members, kept, strict=True):
-                found[position] = SegmentSpans(starts_k, ends_k, embeddings, scores, None, spans)
+                own = projections.rows(first, first + embeddings.shape[0])
+                found[position] = SegmentSpans(starts_k, ends_k, embeddings, scores, None, spans, True, own)
+                first += embeddings.shape[0]
         return found
 
     def training_losses(
@@ -571,12 +604,16 @@ def without_last_sentence(found: SegmentSpans, sentences: Sequence[int], last: i
     if len(keep) == len(found.spans):
         return found
     rows = host_tensor(keep, found.embeddings.device)  # [kept]
+    projections = found.projections
+    if projections is not None:
+        projections = SpanProjections(*(None if part is None else part.index_select(0, rows) for part in projections))
     return found._replace(
         starts=found.starts.index_select(0, rows),
         ends=found.ends.index_select(0, rows),
         embeddings=found.embeddings.index_select(0, rows),
         mention_scores=found.mention_scores.index_select(0, rows),
         spans=[found.spans[position] for position in keep],
+        projections=projections,
     )
 
 

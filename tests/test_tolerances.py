@@ -4,6 +4,8 @@ finds none in a span's row, no rounding within the bound changes the antecedents
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -17,6 +19,25 @@ def kept_spans(scores: torch.Tensor, starts: torch.Tensor, ends: torch.Tensor, k
     kept: list[tuple[int, int]] = []
     prune_spans(scores, starts, ends, k, kept, crossing)
     return kept
+
+
+def tipped_by_rounding(decide, scores: torch.Tensor, bound: float, generator: torch.Generator) -> list[bool]:
+    """Which of the decisions ``decide(scores)`` gives (a list) change when every score moves by up to ``bound``, in
+    any of 30 draws."""
+    decided = decide(scores)
+    tipped = [False] * len(decided)
+    for _ in range(30):
+        moved = scores + (torch.rand(scores.shape, generator=generator) * 2 - 1) * bound
+        for index, (before, after) in enumerate(zip(decided, decide(moved), strict=True)):
+            tipped[index] |= before != after
+    return tipped
+
+
+def untipped_and_tipped(ties: list[bool], tipped: list[bool]) -> tuple[int, int]:
+    """Asserts that no decision without a near tie tipped; returns how many had none, and how many tipped."""
+    for tie, tip in zip(ties, tipped, strict=True):
+        assert tie or not tip
+    return sum(not tie for tie in ties), sum(tipped)
 
 
 @pytest.mark.parametrize("crossing", [False, True])
@@ -36,15 +57,11 @@ def test_without_a_near_tie_no_rounding_within_the_bound_changes_the_kept_spans(
         k = 12
         kept = kept_spans(scores, starts, ends, k, crossing)
         bound = reordered(terms) * float(scores.abs().max())  # a rounding moves each score by up to this
-        tie = pruning_near_tie(scores, starts, ends, kept, terms, crossing)
-        tipped = False
-        for _ in range(30):
-            moved = scores + (torch.rand(scores.shape, generator=generator) * 2 - 1) * bound
-            tipped |= kept_spans(moved, starts, ends, k, crossing) != kept
-        if not tie:
-            assert not tipped
-            found_untipped += 1
-        found_tipped += tipped
+        ties = [pruning_near_tie(scores, starts, ends, kept, terms, crossing)]
+        prune = functools.partial(kept_spans, starts=starts, ends=ends, k=k, crossing=crossing)
+        tipped = tipped_by_rounding(lambda moved, prune=prune: [prune(moved)], scores, bound, generator)
+        untipped, tips = untipped_and_tipped(ties, tipped)
+        found_untipped, found_tipped = found_untipped + untipped, found_tipped + tips
     assert found_untipped and found_tipped  # both cases seen
 
 
@@ -86,19 +103,11 @@ def test_without_an_antecedent_near_tie_no_rounding_within_the_bound_changes_a_s
     for _ in range(100):
         coarse = torch.randint(0, 40, (k, k), generator=generator).float() * 0.01 + 1.0
         coarse = coarse.masked_fill(torch.ones(k, k, dtype=torch.bool).triu(), float("-inf"))  # [k, k]
-        ranked = ranked_antecedents(model, coarse, floor)
         bound = reordered(terms) * float(coarse[torch.isfinite(coarse)].abs().max())
         ties = antecedent_near_tie(coarse, min(6, k), floor, terms).tolist()
-        tipped = [False] * k
-        for _ in range(30):
-            moved = coarse + (torch.rand(coarse.shape, generator=generator) * 2 - 1) * bound
-            for row, (before, after) in enumerate(zip(ranked, ranked_antecedents(model, moved, floor), strict=True)):
-                tipped[row] |= before != after
-        for tie, tip in zip(ties, tipped, strict=True):
-            if not tie:
-                assert not tip
-                found_untipped += 1
-            found_tipped += tip
+        tipped = tipped_by_rounding(lambda s: ranked_antecedents(model, s, floor), coarse, bound, generator)
+        untipped, tips = untipped_and_tipped(ties, tipped)
+        found_untipped, found_tipped = found_untipped + untipped, found_tipped + tips
     assert found_untipped and found_tipped  # both cases seen
 
 

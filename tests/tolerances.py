@@ -62,18 +62,35 @@ def assert_reordered_close(actual: torch.Tensor, expected: torch.Tensor, terms: 
     torch.testing.assert_close(actual, expected, rtol=bound, atol=bound * scale, msg=msg)
 
 
+def gradient_spreads(expected: Mapping[str, torch.Tensor], terms: int) -> dict[str, torch.Tensor]:
+    """How far each parameter gradient computed in another order may lie from ``expected`` (by parameter name),
+    elementwise: ``reordered(terms)`` of the gradient's own largest element and of the element's size; a softmax
+    shift's (zero in exact arithmetic, so both are rounding noise) of the largest gradient of all: its terms are the
+    logits' gradients, which the other gradients sum too."""
+    bound = reordered(terms)
+    largest = max(float(gradient.abs().max()) for gradient in expected.values())
+    return {
+        name: bound * ((largest if is_softmax_shift(name) else float(gradient.abs().max())) + gradient.abs())
+        for name, gradient in expected.items()
+    }
+
+
+def assert_within(actual: torch.Tensor, expected: torch.Tensor, spread: torch.Tensor, msg: Any = None) -> None:
+    """``actual`` lies within ``spread`` of ``expected``, elementwise (the same shapes)."""
+    assert actual.shape == expected.shape, (msg, actual.shape, expected.shape)
+    beyond = (actual - expected).abs() - spread
+    assert bool((beyond <= 0).all()), (
+        f"{msg}: {int((beyond > 0).sum())} elements past the bound, by {float(beyond.max()):.3g}"
+    )
+
+
 def assert_gradients_reordered_close(
     actual: Mapping[str, torch.Tensor], expected: Mapping[str, torch.Tensor], terms: int
 ) -> None:
-    """Parameter gradients computed two ways, each within ``reordered(terms)`` of its own largest element; a
-    softmax shift's (zero in exact arithmetic, so both are rounding noise) within that of the largest gradient
-    of all: its terms are the logits' gradients, which the other gradients sum too."""
+    """Parameter gradients computed two ways, each within its ``gradient_spreads``."""
     assert actual.keys() == expected.keys()
-    largest = max(float(gradient.abs().max()) for gradient in expected.values())
-    for name, gradient in expected.items():
-        scale = largest if is_softmax_shift(name) else float(gradient.abs().max())
-        bound = reordered(terms)
-        torch.testing.assert_close(actual[name], gradient, rtol=bound, atol=bound * scale, msg=name)
+    for name, spread in gradient_spreads(expected, terms).items():
+        assert_within(actual[name], expected[name], spread, name)
 
 
 def adam_step_bound(step: int, betas: tuple[float, float]) -> float:
@@ -258,6 +275,31 @@ def same_antecedents_or_near_tie(
     ties = antecedent_near_tie(coarse, alone.top_antecedents.shape[1], floor, terms)
     assert bool(ties[differs].all()), (msg, differs.nonzero().flatten().tolist())
     return False
+
+
+def same_baseline_decisions_or_near_tie(
+    together: Any, alone: Any, coarse: torch.Tensor, floor: float | None, terms: int, msg: Any = None
+) -> bool:
+    """A baseline's ``CorefOutput`` computed in products of other shapes (``together``) against the same document's
+    alone (``alone``, whose coarse scores were ``coarse``): the same kept spans but at a near tie in the candidates'
+    mention scores (``same_spans_or_near_tie``), then the same antecedents but at a near tie in a span's coarse scores
+    (``same_antecedents_or_near_tie``). Returns whether both are the same: what reads them can then be compared."""
+    kept = [list(zip(o.top_span_starts.tolist(), o.top_span_ends.tolist(), strict=True)) for o in (together, alone)]
+    candidates = (alone.candidate_mention_scores, alone.candidate_starts, alone.candidate_ends)
+    if not same_spans_or_near_tie(*kept, candidates, terms, False, msg):
+        return False
+    return same_antecedents_or_near_tie(together, alone, coarse, floor, terms, msg)
+
+
+def assert_parts_reordered_close(
+    actual: Sequence[torch.Tensor | None], expected: Sequence[torch.Tensor | None], terms: int, msg: Any = None
+) -> None:
+    """The parts of a tuple computed two ways (``None`` where a part is not computed, on both sides alike), each
+    within ``reordered(terms)`` of its scale (``assert_reordered_close``)."""
+    for actual_part, expected_part in zip(actual, expected, strict=True):
+        assert (actual_part is None) == (expected_part is None), msg
+        if expected_part is not None:
+            assert_reordered_close(actual_part, expected_part, terms, msg=msg)
 
 
 @contextmanager

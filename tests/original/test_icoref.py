@@ -32,7 +32,7 @@ from coref_pipeline.training.engine import Engine
 from coref_pipeline.training.loop import training_step
 from coref_pipeline.training.optim import model_optimisers
 from tests.paths import FIXTURES
-from tests.tolerances import EPS, head_terms, is_softmax_shift, reordered
+from tests.tolerances import EPS, assert_within, gradient_spreads, head_terms, is_softmax_shift, reordered
 
 ICOREF = FIXTURES / "icoref"
 CHECKPOINT = ICOREF / "checkpoint.bin"
@@ -359,45 +359,30 @@ def gradient_terms(model: IncrementalCorefModel, tensors) -> int:
     return head_terms(model) + candidates + kept * kept
 
 
-def gradient_spreads(expected: dict[str, torch.Tensor], terms: int, clip: float = 0.0) -> dict[str, torch.Tensor]:
-    """How far each gradient computed in other orders may lie from ``expected`` (their names), elementwise: as
-    ``assert_reordered_close`` takes it, ``reordered(terms)`` of the tensor's largest element and of the element's
-    own size (a softmax shift's, rounding noise, of the largest gradient of all); and ``clip`` of its size more,
-    where a clip scaled it by a factor that far off."""
-    bound = reordered(terms)
-    largest = max(float(gradient.abs().max()) for gradient in expected.values())
-    return {
-        name: bound * ((largest if is_softmax_shift(WEIGHT_NAMES[name]) else gradient.abs().max()) + gradient.abs())
-        + clip * gradient.abs()
-        for name, gradient in expected.items()
-    }
-
-
 def norm_spread(expected: dict[str, torch.Tensor], terms: int) -> float:
-    """How far the total norm of gradients each within their spread of ``expected`` may lie from theirs: the norm of
-    the spreads (the triangle inequality), and the rounding of the sum of squares over every element."""
+    """How far the total norm of gradients each within their ``gradient_spreads`` of ``expected`` may lie from
+    theirs: the norm of the spreads (the triangle inequality), and the rounding of the sum of squares over every
+    element."""
     spreads = gradient_spreads(expected, terms)
     count = sum(gradient.numel() for gradient in expected.values())
     norm = math.sqrt(sum(float((gradient.double() ** 2).sum()) for gradient in expected.values()))
     return math.sqrt(sum(float((spread.double() ** 2).sum()) for spread in spreads.values())) + count * EPS * norm
 
 
-def assert_within(found: torch.Tensor, expected: torch.Tensor, spread: torch.Tensor, what: str) -> None:
-    beyond = (found.reshape(expected.shape) - expected).abs() - spread
-    assert bool((beyond <= 0).all()), (
-        f"{what}: {int((beyond > 0).sum())} elements past the bound, by {float(beyond.max()):.3g}"
-    )
-
-
-def task_parameters(model: IncrementalCorefModel) -> dict[str, torch.nn.Parameter]:
-    """Their name -> our parameter, for every task parameter they have."""
-    named = dict(model.named_parameters())
-    return {theirs: named[name] for theirs, name in WEIGHT_NAMES.items()}
+def clipped_spreads(
+    expected: dict[str, torch.Tensor], terms: int, reference: dict, segment: int, clipped: dict[str, torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """``gradient_spreads`` of gradients after the segment's clip (``expected``), and where the clip scaled them (by
+    10 over a norm within ``norm_spread`` of ``clipped``'s) that share of each one's size more."""
+    total = reference["clip_total_norm"][segment]
+    share = norm_spread(clipped, terms) / total if reference["clipped"][segment] else 0.0
+    return {name: spread + share * expected[name].abs() for name, spread in gradient_spreads(expected, terms).items()}
 
 
 def stored_gradients(fixture: dict, group: str, without: str) -> dict[str, torch.Tensor]:
-    """The fixture's gradients of ``group`` by their name, but the parameters ``without`` names (none: no gradient)."""
-    return {name: fixture[f"{group}/{name}"] for name in WEIGHT_NAMES if name not in without}
+    """The fixture's gradients of ``group`` by our parameters' names, but those of the parameters ``without`` names
+    (none: no gradient)."""
+    return {ours: fixture[f"{group}/{theirs}"] for theirs, ours in WEIGHT_NAMES.items() if theirs not in without}
 
 
 @pytest.mark.parametrize("run", ["single", "multi"])
@@ -411,7 +396,7 @@ def test_one_training_document_gives_the_codes_losses_and_gradients(imported, ru
     reference = spec["fresh"]
     document = next(document for document in read_documents() if document["doc_key"] == spec["doc_key"])
     model = trainable(imported, spec["evict_fn"])
-    parameters = task_parameters(model)
+    parameters = {name: model.get_parameter(name) for name in WEIGHT_NAMES.values()}
     read = [index for index, loss in enumerate(reference["segment_loss"]) if loss != 0]  # segments that had spans
     tensors = imported.tensorize(document)
     terms = gradient_terms(model, tensors)
@@ -424,16 +409,17 @@ def test_one_training_document_gives_the_codes_losses_and_gradients(imported, ru
             assert float(loss.detach()) == pytest.approx(reference["segment_loss"][segment], rel=reordered(terms))
             expected = stored_gradients(fixture, f"{run}/fresh/grad_before_clip/seg{segment}", without)
             for name, spread in gradient_spreads(expected, terms).items():
-                assert_within(parameters[name].grad, expected[name], spread, f"{name} before the clip, {segment}")
+                found = parameters[name].grad.reshape(expected[name].shape)
+                assert_within(found, expected[name], spread, f"{name} before the clip, {segment}")
             for name in set(parameters) - set(expected):  # no gradient at all (the speaker slot)
                 assert parameters[name].grad is None or not parameters[name].grad.any(), name
             norm = torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 10.0)
-            total = reference["clip_total_norm"][segment]
-            assert float(norm) == pytest.approx(total, abs=norm_spread(expected, terms))
-            clip = norm_spread(expected, terms) / total if reference["clipped"][segment] else 0.0  # 10 / norm's
+            assert float(norm) == pytest.approx(reference["clip_total_norm"][segment], abs=norm_spread(expected, terms))
+            before = expected
             expected = stored_gradients(fixture, f"{run}/fresh/grad_after_clip/seg{segment}", without)
-            for name, spread in gradient_spreads(expected, terms, clip).items():
-                assert_within(parameters[name].grad, expected[name], spread, f"{name} after the clip, {segment}")
+            for name, spread in clipped_spreads(expected, terms, reference, segment, before).items():
+                found = parameters[name].grad.reshape(expected[name].shape)
+                assert_within(found, expected[name], spread, f"{name} after the clip, {segment}")
         assert next(iterator, None) is None
 
 
@@ -453,7 +439,7 @@ def test_one_training_step_changes_the_parameters_as_the_codes_adam(imported, ru
     rate, eps = training.task_learning_rate, training.adam_eps
     assert (eps, rate, training.gradient_clip) == (1e-8, 2e-4, 10.0)
     assert spec["fresh"]["adam_hyperparameters"]["weight_decay"] == 0
-    before = {name: parameter.detach().clone() for name, parameter in task_parameters(model).items()}
+    before = {name: model.get_parameter(name).detach().clone() for name in WEIGHT_NAMES.values()}
     optimisers = model_optimisers(model, training, total_steps=1, train_encoder=False, task_schedule="constant")
     engine = Engine(training)
     tensors = imported.tensorize(document)
@@ -463,13 +449,13 @@ def test_one_training_step_changes_the_parameters_as_the_codes_adam(imported, ru
     assert loss == pytest.approx(reference["train_epoch_return"], rel=reordered(terms + len(reference["segment_loss"])))
     last = max(index for index, loss in enumerate(reference["segment_loss"]) if loss != 0)
     step = stored_gradients(fixture, f"{run}/fresh/grad_after_clip/seg{last}", reference["params_without_grad"])
-    clip = norm_spread(step, terms) / reference["clip_total_norm"][last] if reference["clipped"][last] else 0.0
+    theirs = {ours: theirs for theirs, ours in WEIGHT_NAMES.items()}
     moved = 0
-    for name, spread in gradient_spreads(step, terms, clip).items():
+    for name, spread in clipped_spreads(step, terms, reference, last, step).items():
         start = before[name].reshape(step[name].shape)
-        change = model.get_parameter(WEIGHT_NAMES[name]).detach().reshape(start.shape) - start
-        expected = fixture[f"{run}/fresh/param_after_step/{name}"] - start
-        if is_softmax_shift(WEIGHT_NAMES[name]):
+        change = model.get_parameter(name).detach().reshape(start.shape) - start
+        expected = fixture[f"{run}/fresh/param_after_step/{theirs[name]}"] - start
+        if is_softmax_shift(name):
             assert float(change.abs().max()) <= rate * (1 + 4 * EPS) + EPS * float(start.abs().max()), name
             continue
 

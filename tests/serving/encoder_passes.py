@@ -13,11 +13,12 @@ import torch
 from coref_pipeline.models.incremental.model import read_to_the_end
 from coref_pipeline.serving.coref_model import CorefModel
 from tests.tolerances import (
+    assert_parts_reordered_close,
     assert_reordered_close,
     head_terms,
     near_tie,
     recorded_coarse_scores,
-    same_antecedents_or_near_tie,
+    same_baseline_decisions_or_near_tie,
     same_spans_or_near_tie,
 )
 
@@ -75,12 +76,10 @@ def assert_head_together_as_alone(model: CorefModel, tensors: Any, hidden: torch
         alone = model._forward_for_inference(tensors, hidden)
     terms, key = head_terms(model.model), tensors.doc_key
     assert_reordered_close(together.candidate_mention_scores, alone.candidate_mention_scores, terms, msg=key)
-    kept = [list(zip(o.top_span_starts.tolist(), o.top_span_ends.tolist(), strict=True)) for o in (together, alone)]
-    candidates = (alone.candidate_mention_scores, alone.candidate_starts, alone.candidate_ends)
-    if not same_spans_or_near_tie(*kept, candidates, terms, False, key):
-        return False  # a near tie in the mention ranking tipped: what reads the spans differs
-    if not same_antecedents_or_near_tie(together, alone, coarse[0], model.model.config.min_coarse_score, terms, key):
-        return False  # a near tie in a span's antecedents tipped: their scores and the clusters differ
+    if not same_baseline_decisions_or_near_tie(
+        together, alone, coarse[0], model.model.config.min_coarse_score, terms, key
+    ):
+        return False  # a near tie in the mention ranking or a span's antecedents tipped: what reads them differs
     assert_reordered_close(together.top_antecedent_scores, alone.top_antecedent_scores, terms, msg=key)
     same = model._baseline_clusters(together) == model.predict_tensors(tensors, hidden)
     assert same or near_tie(alone.top_antecedent_scores, terms), key
@@ -112,11 +111,7 @@ def assert_spans_together_as_alone(
     assert_reordered_close(spans.mention_scores, alone.mention_scores, terms, msg=key)
     if spans.projections is not None:  # the pair scorer's projections, computed for the group's spans together
         with model._evaluation_mode():
-            own = inner.span_projections(alone.embeddings)
-        for together_part, own_part in zip(spans.projections, own, strict=True):
-            assert (together_part is None) == (own_part is None), key
-            if own_part is not None:
-                assert_reordered_close(together_part, own_part, terms, msg=key)
+            assert_parts_reordered_close(spans.projections, inner.span_projections(alone.embeddings), terms, key)
     assert together.clusters == decided.clusters, key
     return together.clusters == model.predict_tensors(tensors, hidden)
 

@@ -1,5 +1,6 @@
 """fp32 training products on oneDNN: the same values and gradients as torch's own path, only where a gradient is
-computed, and only where the engine decides it (a CPU whose AVX-512 kernels torch runs)."""
+computed, and only where the engine decides it (a CPU whose AVX-512 kernels torch runs). bf16 prediction products in
+row chunks of a few shapes: the same rows, only without a gradient, only where oneDNN computes with AMX."""
 
 from __future__ import annotations
 
@@ -12,9 +13,14 @@ import torch.nn.functional as F
 from coref_pipeline.runtime import onednn
 from coref_pipeline.runtime.onednn import (
     ONEDNN_CACHE_ENVIRONMENT,
+    PRODUCT_CHUNK_ROWS,
+    PRODUCT_ROW_ALIGNMENT,
     bound_onednn_caches,
     onednn_products,
     onednn_products_reason,
+    prediction_autocast,
+    reused_product_shapes,
+    reuses_product_shapes,
 )
 from coref_pipeline.training.engine import Engine
 from tests.training.distributed import DOCUMENTS, tiny_baseline, training_config
@@ -118,3 +124,136 @@ def test_a_users_cache_setting_stands(monkeypatch, onednn_caches_unset):
     bound_onednn_caches()
     assert os.environ[own] == str(onednn.ONEDNN_CACHE_CAPACITY + 8)
     assert os.environ[unset] == ONEDNN_CACHE_ENVIRONMENT[unset]
+
+
+# Row counts the chunked products are checked at: one row, below an alignment, exactly one, between, a whole chunk,
+# a chunk and one row, and several chunks with a remainder.
+ROW_COUNTS = (
+    1,
+    PRODUCT_ROW_ALIGNMENT - 3,
+    PRODUCT_ROW_ALIGNMENT,
+    PRODUCT_ROW_ALIGNMENT + 5,
+    PRODUCT_CHUNK_ROWS,
+    PRODUCT_CHUNK_ROWS + 1,
+    2 * PRODUCT_CHUNK_ROWS + PRODUCT_ROW_ALIGNMENT + 7,
+)
+# What a chunk's product may have as its rows: a whole chunk, or a multiple of the alignment below it.
+CHUNK_SHAPES = {PRODUCT_CHUNK_ROWS} | set(range(PRODUCT_ROW_ALIGNMENT, PRODUCT_CHUNK_ROWS, PRODUCT_ROW_ALIGNMENT))
+
+
+def test_chunks_cover_every_row_once_in_few_shapes():
+    padded_seen = set()
+    for rows in range(1, 3 * PRODUCT_CHUNK_ROWS + 2):
+        chunks = list(onednn._chunk_rows(rows))
+        assert [first for first, _, _ in chunks] == list(range(0, rows, PRODUCT_CHUNK_ROWS))
+        assert sum(size for _, size, _ in chunks) == rows
+        for _, size, padded in chunks:
+            assert size <= padded < size + PRODUCT_ROW_ALIGNMENT and padded % PRODUCT_ROW_ALIGNMENT == 0
+            padded_seen.add(padded)
+    assert padded_seen == CHUNK_SHAPES  # PRODUCT_CHUNK_ROWS / PRODUCT_ROW_ALIGNMENT shapes, whatever the rows
+
+
+class ProductRows(torch.overrides.TorchFunctionMode):
+    """Records the rows of the left operand of each ``linear``, ``addmm`` and ``matmul`` that reaches torch (entered
+    outside ``reused_product_shapes``, it sees the chunks' products)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[int] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is F.linear:
+            self.rows.append(args[0].reshape(-1, args[0].shape[-1]).shape[0])
+        elif func is torch.addmm:
+            self.rows.append(args[1].shape[0])
+        elif func in onednn._ReusedProductShapes.MATMULS:
+            self.rows.append(args[0].shape[0])
+        return func(*args, **(kwargs or {}))
+
+
+def small_integers(generator: torch.Generator, *shape: int) -> torch.Tensor:
+    """bf16 integers in [-3, 3]: their products' sums over 16 terms are integers below 256, which bf16 and fp32 hold
+    exactly, so a product computed by any shape, in any order, gives the same bits."""
+    return torch.randint(-3, 4, shape, generator=generator).to(torch.bfloat16)
+
+
+def products(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, added: torch.Tensor) -> list[torch.Tensor]:
+    """``x`` ``[M, 16]``: a linear layer over it as ``[1, M, 16]``, with and without a bias, an addmm of a rowwise
+    addend and of a bias broadcast over the rows, and the three spellings of a 2-D matmul."""
+    return [
+        F.linear(x.unsqueeze(0), weight, bias),
+        F.linear(x, weight),
+        torch.addmm(added, x, weight.T),
+        torch.addmm(bias, x, weight.T),
+        x @ weight.T,
+        torch.matmul(x, weight.T),
+        torch.mm(x, weight.T),
+    ]
+
+
+@pytest.mark.parametrize("rows", ROW_COUNTS)
+def test_chunked_bf16_products_give_the_same_rows_by_products_of_few_shapes(rows):
+    generator = torch.Generator().manual_seed(rows)
+    x, added = small_integers(generator, rows, 16), small_integers(generator, rows, 8)
+    weight, bias = small_integers(generator, 8, 16), small_integers(generator, 8)
+    with torch.no_grad():
+        expected = products(x, weight, bias, added)
+        recorder = ProductRows()
+        with recorder, reused_product_shapes():
+            chunked = products(x, weight, bias, added)
+    for want, have in zip(expected, chunked, strict=True):
+        assert have.dtype == want.dtype and torch.equal(have, want)
+    chunks = len(list(onednn._chunk_rows(rows)))
+    assert len(recorder.rows) == len(expected) * chunks and set(recorder.rows) <= CHUNK_SHAPES
+
+
+def test_under_bf16_autocast_fp32_operands_are_chunked_and_fp32_products_or_gradients_are_not():
+    generator = torch.Generator().manual_seed(0)
+    x, weight = small_integers(generator, 300, 16).float(), small_integers(generator, 8, 16).float()
+    recorder = ProductRows()
+    with torch.no_grad(), recorder, reused_product_shapes():
+        x @ weight.T  # fp32, no autocast: as it is
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            autocast = x @ weight.T  # bf16 under autocast: chunked
+    with recorder, reused_product_shapes(), torch.autocast("cpu", dtype=torch.bfloat16):
+        F.linear(x, weight.requires_grad_())  # a gradient to compute (training): as it is
+    assert recorder.rows == [300, 2 * PRODUCT_ROW_ALIGNMENT, 300]
+    assert autocast.dtype == torch.bfloat16 and torch.equal(autocast, (x @ weight.detach().T).bfloat16())
+
+
+@pytest.fixture
+def amx_unknown():
+    """``reuses_product_shapes`` reads the CPU and oneDNN's environment once a process: read again in each test."""
+    onednn._amx_kernels.cache_clear()
+    yield
+    onednn._amx_kernels.cache_clear()
+
+
+@pytest.mark.parametrize(
+    ("capability", "amx", "held", "reused"),
+    [
+        ("AVX512", True, None, True),
+        ("AVX512", True, "AVX10_1_512_AMX_FP16", True),
+        ("AVX512", True, "AVX512_CORE_BF16", False),  # oneDNN held below AMX: compiling costs little
+        ("AVX512", False, None, False),  # AVX-512 BF16 without AMX (the AMD EPYC): the chunks' copies cost more
+        ("AVX2", True, None, False),  # torch held below AVX-512: no native bf16
+    ],
+)
+def test_prediction_reuses_product_shapes_on_a_cpu_whose_onednn_uses_amx(
+    monkeypatch, amx_unknown, capability, amx, held, reused
+):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: capability)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx, raising=False)
+    for name in onednn.ONEDNN_ISA_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    if held:
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", held)
+    assert reuses_product_shapes(torch.device("cpu"), torch.bfloat16) is reused
+    assert not reuses_product_shapes(torch.device("cpu"), torch.float16)
+    assert not reuses_product_shapes(torch.device("cuda"), torch.bfloat16)
+    recorder = ProductRows()
+    x = torch.ones(300, 16)
+    with torch.no_grad(), recorder, prediction_autocast(torch.device("cpu"), torch.bfloat16):
+        assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
+        x @ x.T[:, :8]
+    assert recorder.rows == ([2 * PRODUCT_ROW_ALIGNMENT] if reused else [300])

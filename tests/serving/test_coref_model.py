@@ -535,6 +535,32 @@ def test_precision_32_predicts_the_bits_of_the_plain_build_and_graph_path(models
     assert loaded.predict(UNICODE_TEXT).clusters == plain.predict(UNICODE_TEXT).clusters
 
 
+@pytest.mark.parametrize("model_type", ["baseline", "incremental"])
+def test_bf16_prediction_on_a_cpu_with_amx_computes_its_products_in_rows_of_few_sizes(
+    models, model_type, tmp_path, monkeypatch
+):
+    from coref_pipeline.runtime import onednn
+
+    directory = tmp_path / model_type
+    models[model_type].save(directory)
+    chunked: list[int] = []
+
+    def counted(product, rows, *operands):
+        chunked.append(rows)
+        return in_chunks(product, rows, *operands)
+
+    in_chunks = onednn._in_chunks
+    monkeypatch.setattr(onednn, "_in_chunks", counted)
+    for amx in (False, True):
+        monkeypatch.setattr(onednn, "_amx_kernels", lambda amx=amx: amx)
+        for precision in ("32", "bf16-mixed"):
+            chunked.clear()
+            result = CorefModel.load(directory, precision=precision).predict(UNICODE_TEXT)
+            check_result(result, UNICODE_TEXT)
+            # the encoder's and the antecedent scorers' products, in bf16 on a CPU whose oneDNN uses AMX only
+            assert bool(chunked) == (amx and precision == "bf16-mixed")
+
+
 def test_bf16_on_a_cpu_without_native_bf16_says_it_is_slower(models, tmp_path, monkeypatch, caplog):
     import coref_pipeline.serving.coref_model as coref_model
 

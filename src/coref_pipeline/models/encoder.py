@@ -8,6 +8,8 @@ from contextlib import ExitStack, contextmanager
 import torch
 from torch import nn
 
+from coref_pipeline.runtime.onednn import prediction_autocast
+
 
 class SegmentEncoder(nn.Module):
     """Encodes a document's segments in batches and flattens them to its subtoken sequence."""
@@ -134,7 +136,7 @@ class SegmentEncoder(nn.Module):
             if input_ids.is_cuda:
                 contexts.enter_context(attention_without_cudnn())
             if self.compute_dtype is not None:
-                contexts.enter_context(torch.autocast(device_type=input_ids.device.type, dtype=self.compute_dtype))
+                contexts.enter_context(prediction_autocast(input_ids.device, self.compute_dtype))
             hidden = self._encode(input_ids, attention_mask, lengths, per_pass)  # [num_subtokens, hidden]
         return hidden if self.compute_dtype is None else hidden.float()
 

@@ -28,6 +28,7 @@ from torch import nn
 from coref_pipeline.models.layers import FFNN, Dropout, init_weights
 from coref_pipeline.models.lookups import LookupPart, LookupRows
 from coref_pipeline.models.spans import SpanAttentionTable, prune_spans, span_attention_explicit
+from coref_pipeline.runtime.onednn import prediction_autocast
 
 if TYPE_CHECKING:
     from coref_pipeline.models.config import BaselineConfig, IncrementalConfig
@@ -361,7 +362,7 @@ class PairScorer(nn.Module):
         """Autocast to ``inference_dtype`` where :meth:`scores` enters it (``enters_inference_dtype``), else nothing:
         for the coarse scorer's bilinear term, whose two GEMMs over the kept spans compute where the fine FFNN does."""
         if self.enters_inference_dtype(like):
-            return torch.autocast(like.device.type, dtype=self.inference_dtype)
+            return prediction_autocast(like.device, self.inference_dtype)
         return nullcontext()
 
     def scoring_dtype(self, like: torch.Tensor) -> torch.dtype:
@@ -506,7 +507,7 @@ class PairScorer(nn.Module):
         (``project_targets``) may be passed when already computed.
         """
         if self.enters_inference_dtype(targets):
-            with torch.autocast(targets.device.type, dtype=self.inference_dtype):
+            with prediction_autocast(targets.device, self.inference_dtype):
                 return self.scores(targets, candidates, index, features, candidate_projection, parts, target_projection)
         weights = parts or self.first_layer_parts()
         if candidate_projection is None:

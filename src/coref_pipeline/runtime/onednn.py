@@ -1,4 +1,5 @@
-"""fp32 training products on oneDNN where it computes them faster than torch's own path.
+"""fp32 training products on oneDNN where it computes them faster than torch's own path; bf16 prediction products
+on a CPU with AMX in rows of a few sizes, so that oneDNN reuses what it compiled.
 
 On a CPU where torch runs its AVX-512 kernels, torch computes fp32 matrix products through MKL, and sends
 them to oneDNN only at reduced precision. oneDNN's AVX-512 kernel runs the products of a training step at
@@ -25,13 +26,27 @@ bf16 (training under autocast, and prediction's bf16 encoder and scorers, whose 
 where at 1,024 a prediction held about a gigabyte more after a thousand documents and a training process about two
 more after sixty steps, each about a tenth slower (``benchmarks/memory/onednn_caches.py``). So every CPU process of
 the project bounds them: the training engine on a CPU in any precision, and each ``CorefModel`` on a CPU.
+
+On a CPU with AMX, oneDNN compiles an AMX kernel for each new shape of a bf16 product, and that costs more than the
+product: ``predict --precision auto`` over 30 OntoNotes-shaped documents spent 0.96 s compiling 277 kernels for each
+document's row counts (the encoder's tokens, the head's kept spans and pairs) and 0.34 s running them, so the default
+took 1.08x the time of ``--precision 32`` (``docs/benchmarks.md``, "Throughput of ``predict`` on a CPU").
+:func:`reused_product_shapes` is a context in which each bf16 ``linear``, ``addmm`` and 2-D ``matmul`` without a
+gradient computes its rows in chunks of ``PRODUCT_CHUNK_ROWS``, the last padded with zero rows to a multiple of
+``PRODUCT_ROW_ALIGNMENT``: a product meets at most ``PRODUCT_CHUNK_ROWS / PRODUCT_ROW_ALIGNMENT`` row counts,
+whatever the document. Each row is computed by a product of another shape: the same row up to the order of its sums'
+terms, which oneDNN may choose by shape (on the AMX host, one cluster of one document of 30 differed in bf16).
+Prediction enters it around its bf16 autocast on such a CPU
+(:func:`reuses_product_shapes`); elsewhere compiling costs little and the chunks' copies cost more (held to
+AVX-512 BF16, a first form of them took 1.07x and 1.13x the time of none), and training never enters it.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from typing import Any
 
 import torch
@@ -43,6 +58,15 @@ ONEDNN_CACHE_ENVIRONMENT = {
     "ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(ONEDNN_CACHE_CAPACITY),
     "LRU_CACHE_CAPACITY": str(ONEDNN_CACHE_CAPACITY),
 }
+
+
+# bf16 prediction products on a CPU with AMX (module docstring): rows in chunks of this many, the last padded to a
+# multiple of the alignment. Measured on the AMX host (docs/benchmarks.md): chunks of 256 rows cost their copies on
+# LitBank's long documents, 2,048 with an alignment of 256 gained on both sets.
+PRODUCT_CHUNK_ROWS = 2048
+PRODUCT_ROW_ALIGNMENT = 256
+# oneDNN's own ceiling on the instructions it uses (a user holding it below AMX gets no AMX kernels to reuse)
+ONEDNN_ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
 
 
 def _pointwise_linear() -> Callable[..., torch.Tensor] | None:
@@ -161,3 +185,107 @@ def onednn_products() -> Iterator[None]:
     """Within it, fp32 CPU ``linear`` and ``addmm`` with a gradient to compute run on oneDNN (module docstring)."""
     with _OneDnnProducts():
         yield
+
+
+@functools.cache
+def _amx_kernels() -> bool:
+    """Whether oneDNN computes bf16 products with AMX here: torch sees AMX tiles, runs its AVX-512 kernels, and
+    oneDNN is not held below AMX by its environment."""
+    if torch.backends.cpu.get_cpu_capability() != "AVX512":
+        return False
+    if not getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)():
+        return False
+    held = [os.environ.get(name, "") for name in ONEDNN_ISA_VARIABLES]
+    return all(not isa or "AMX" in isa.upper() or isa.upper() == "ALL" for isa in held)
+
+
+def reuses_product_shapes(device: torch.device, dtype: torch.dtype | None) -> bool:
+    """Whether prediction computing in ``dtype`` on ``device`` computes its products in rows of a few sizes
+    (:func:`reused_product_shapes`): bf16 on a CPU whose oneDNN uses AMX."""
+    return device.type == "cpu" and dtype == torch.bfloat16 and _amx_kernels()
+
+
+def _chunk_rows(rows: int) -> Iterator[tuple[int, int, int]]:
+    """``(first, rows, padded rows)`` of each chunk of ``rows``: ``PRODUCT_CHUNK_ROWS`` each, the last padded to a
+    multiple of ``PRODUCT_ROW_ALIGNMENT``."""
+    for first in range(0, rows, PRODUCT_CHUNK_ROWS):
+        size = min(PRODUCT_CHUNK_ROWS, rows - first)
+        yield first, size, -(-size // PRODUCT_ROW_ALIGNMENT) * PRODUCT_ROW_ALIGNMENT
+
+
+def _padded(rows: torch.Tensor, count: int) -> torch.Tensor:
+    """``rows`` (``[m, ...]``) with zero rows after them up to ``count``."""
+    if rows.shape[0] == count:
+        return rows
+    return torch.cat([rows, rows.new_zeros((count - rows.shape[0], *rows.shape[1:]))])
+
+
+def _in_chunks(
+    product: Callable[..., torch.Tensor], rows: int, *operands: tuple[torch.Tensor | None, bool]
+) -> torch.Tensor:
+    """``product`` of the ``operands`` (each ``(tensor, chunked)``), computed chunk by chunk over the first dimension
+    of those chunked (the others, None where absent, passed whole), each chunk padded (``_chunk_rows``) and its
+    product's rows cut back."""
+    chunks = []
+    for first, size, padded in _chunk_rows(rows):
+        sliced = [
+            _padded(operand[first : first + size], padded) if chunked and operand is not None else operand
+            for operand, chunked in operands
+        ]
+        chunks.append(product(*sliced)[:size])
+    return chunks[0] if len(chunks) == 1 else torch.cat(chunks)
+
+
+def _bf16_prediction(*tensors: torch.Tensor | None) -> bool:
+    """Whether a product of these CPU tensors computes in bf16 without a gradient: under bf16 autocast or of bf16."""
+    present = [t for t in tensors if t is not None]
+    if torch.is_grad_enabled() or any(not isinstance(t, torch.Tensor) or t.device.type != "cpu" for t in present):
+        return False
+    if torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16:
+        return True
+    return any(t.dtype == torch.bfloat16 for t in present)
+
+
+class _ReusedProductShapes(TorchFunctionMode):
+    """bf16 ``linear``, ``addmm`` and 2-D ``matmul`` without a gradient in row chunks (module docstring); every other
+    call as it is."""
+
+    MATMULS = frozenset({torch.matmul, torch.mm, torch.Tensor.matmul, torch.Tensor.mm, torch.Tensor.__matmul__})
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.linear:
+            x, weight, *rest = args
+            bias = rest[0] if rest else kwargs.get("bias")
+            if x.dim() >= 2 and weight.dim() == 2 and _bf16_prediction(x, weight, bias):
+                flat = x.reshape(-1, x.shape[-1])  # [M, K]
+                product = _in_chunks(func, flat.shape[0], (flat, True), (weight, False), (bias, False))
+                return product.view(*x.shape[:-1], weight.shape[0])  # [..., N]
+        elif func is torch.addmm and len(args) == 3 and not kwargs:
+            added, x, other = args
+            if x.dim() == 2 and other.dim() == 2 and _bf16_prediction(added, x, other):
+                rowwise = added.dim() == 2 and added.shape[0] == x.shape[0]  # else a bias broadcast to every row
+                return _in_chunks(func, x.shape[0], (added, rowwise), (x, True), (other, False))
+        elif func in self.MATMULS and len(args) == 2 and not kwargs:
+            x, other = args
+            if isinstance(x, torch.Tensor) and isinstance(other, torch.Tensor) and x.dim() == 2 and other.dim() == 2:
+                if _bf16_prediction(x, other):
+                    return _in_chunks(func, x.shape[0], (x, True), (other, False))
+        return func(*args, **kwargs)
+
+
+@contextmanager
+def reused_product_shapes() -> Iterator[None]:
+    """Within it, bf16 CPU products without a gradient compute in row chunks of a few shapes (module docstring)."""
+    with _ReusedProductShapes():
+        yield
+
+
+def prediction_autocast(device: torch.device, dtype: torch.dtype) -> AbstractContextManager:
+    """Autocast to ``dtype`` on ``device`` for prediction, its products in rows of a few sizes where that reuses
+    oneDNN's AMX kernels (:func:`reuses_product_shapes`)."""
+    contexts = ExitStack()
+    contexts.enter_context(torch.autocast(device_type=device.type, dtype=dtype))
+    if reuses_product_shapes(device, dtype):
+        contexts.enter_context(reused_product_shapes())
+    return contexts

@@ -207,6 +207,20 @@ def test_chunked_bf16_products_give_the_same_rows_by_products_of_few_shapes(rows
     assert len(recorder.rows) == len(expected) * chunks and set(recorder.rows) <= CHUNK_SHAPES
 
 
+def test_a_bf16_product_of_no_rows_is_computed_as_it_is():
+    generator = torch.Generator().manual_seed(0)
+    x, added = small_integers(generator, 0, 16), small_integers(generator, 0, 8)
+    weight, bias = small_integers(generator, 8, 16), small_integers(generator, 8)
+    with torch.no_grad():
+        expected = products(x, weight, bias, added)
+        recorder = ProductRows()
+        with recorder, reused_product_shapes():
+            chunked = products(x, weight, bias, added)
+    for want, have in zip(expected, chunked, strict=True):
+        assert have.dtype == want.dtype and have.shape == want.shape == (*want.shape[:-1], 8) and not have.numel()
+    assert recorder.rows == [0] * len(expected)
+
+
 def test_under_bf16_autocast_fp32_operands_are_chunked_and_fp32_products_or_gradients_are_not():
     generator = torch.Generator().manual_seed(0)
     x, weight = small_integers(generator, 300, 16).float(), small_integers(generator, 8, 16).float()

@@ -225,7 +225,9 @@ def _in_chunks(
 ) -> torch.Tensor:
     """``product`` of the ``operands`` (each ``(tensor, chunked)``), computed chunk by chunk over the first dimension
     of those chunked (the others, None where absent, passed whole), each chunk padded (``_chunk_rows``) and its
-    product's rows cut back."""
+    product's rows cut back. No rows: the product as it is (an empty one compiles nothing worth reusing)."""
+    if not rows:
+        return product(*(operand for operand, _ in operands))
     chunks = []
     for first, size, padded in _chunk_rows(rows):
         sliced = [

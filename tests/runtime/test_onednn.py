@@ -271,3 +271,18 @@ def test_prediction_reuses_product_shapes_on_a_cpu_whose_onednn_uses_amx(
         assert torch.is_autocast_enabled("cpu") and torch.get_autocast_dtype("cpu") == torch.bfloat16
         x @ x.T[:, :8]
     assert recorder.rows == ([2 * PRODUCT_ROW_ALIGNMENT] if reused else [300])
+
+
+def test_prediction_autocast_computes_in_bf16_within_its_with_only(monkeypatch):
+    monkeypatch.setattr(onednn, "_amx_kernels", lambda: True)
+    x = torch.ones(300, 16)
+    recorder = ProductRows()
+    with torch.no_grad(), recorder:
+        context = prediction_autocast(torch.device("cpu"), torch.bfloat16)
+        assert not torch.is_autocast_enabled("cpu")  # made, not entered: nothing changes yet
+        assert (x @ x.T[:, :8]).dtype == torch.float32
+        with context:
+            assert (x @ x.T[:, :8]).dtype == torch.bfloat16
+        assert not torch.is_autocast_enabled("cpu")
+        assert (x @ x.T[:, :8]).dtype == torch.float32
+    assert recorder.rows == [300, 2 * PRODUCT_ROW_ALIGNMENT, 300]  # the chunks within the with only

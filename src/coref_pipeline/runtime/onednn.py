@@ -46,7 +46,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any
 
 import torch
@@ -283,11 +283,10 @@ def reused_product_shapes() -> Iterator[None]:
         yield
 
 
-def prediction_autocast(device: torch.device, dtype: torch.dtype) -> AbstractContextManager:
+@contextmanager
+def prediction_autocast(device: torch.device, dtype: torch.dtype) -> Iterator[None]:
     """Autocast to ``dtype`` on ``device`` for prediction, its products in rows of a few sizes where that reuses
     oneDNN's AMX kernels (:func:`reuses_product_shapes`)."""
-    contexts = ExitStack()
-    contexts.enter_context(torch.autocast(device_type=device.type, dtype=dtype))
-    if reuses_product_shapes(device, dtype):
-        contexts.enter_context(reused_product_shapes())
-    return contexts
+    shapes = reused_product_shapes() if reuses_product_shapes(device, dtype) else nullcontext()
+    with torch.autocast(device_type=device.type, dtype=dtype), shapes:
+        yield

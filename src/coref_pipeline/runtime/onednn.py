@@ -162,14 +162,20 @@ def _routed(*tensors: torch.Tensor | None) -> bool:
     )
 
 
+def _linear_operands(args: tuple, kwargs: dict) -> tuple[Any, Any, Any]:
+    """``torch.nn.functional.linear``'s input, weight and bias (positional or by keyword; None where absent), as a
+    ``TorchFunctionMode`` receives them."""
+    x, weight, *rest = args
+    return x, weight, rest[0] if rest else kwargs.get("bias")
+
+
 class _OneDnnProducts(TorchFunctionMode):
     """Sends fp32 ``linear`` and ``addmm`` with a gradient to oneDNN; every other call as it is."""
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         if func is torch.nn.functional.linear:
-            x, weight, *rest = args
-            bias = rest[0] if rest else kwargs.get("bias")
+            x, weight, bias = _linear_operands(args, kwargs)
             if x.dim() >= 2 and weight.dim() == 2 and _routed(x, weight, bias):
                 return _OneDnnLinear.apply(x, weight, bias)
         elif func is torch.addmm and not kwargs and len(args) == 3:
@@ -257,8 +263,7 @@ class _ReusedProductShapes(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         if func is torch.nn.functional.linear:
-            x, weight, *rest = args
-            bias = rest[0] if rest else kwargs.get("bias")
+            x, weight, bias = _linear_operands(args, kwargs)
             if x.dim() >= 2 and weight.dim() == 2 and _bf16_prediction(x, weight, bias):
                 flat = x.reshape(-1, x.shape[-1])  # [M, K]
                 product = _in_chunks(func, flat.shape[0], (flat, True), (weight, False), (bias, False))

@@ -154,12 +154,14 @@ def test_chunks_cover_every_row_once_in_few_shapes():
 
 
 class ProductRows(torch.overrides.TorchFunctionMode):
-    """Records the rows of the left operand of each ``linear``, ``addmm`` and ``matmul`` that reaches torch (entered
-    outside ``reused_product_shapes``, it sees the chunks' products)."""
+    """Records the rows of the left operand of each ``linear``, ``addmm`` and ``matmul`` that reaches torch, and the
+    columns of each ``matmul``'s right operand (entered outside ``reused_product_shapes``, it sees the chunks'
+    products)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.rows: list[int] = []
+        self.columns: list[int] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if func is F.linear:
@@ -168,6 +170,7 @@ class ProductRows(torch.overrides.TorchFunctionMode):
             self.rows.append(args[1].shape[0])
         elif func in onednn._ReusedProductShapes.MATMULS:
             self.rows.append(args[0].shape[0])
+            self.columns.append(args[1].shape[-1])
         return func(*args, **(kwargs or {}))
 
 
@@ -205,6 +208,39 @@ def test_chunked_bf16_products_give_the_same_rows_by_products_of_few_shapes(rows
         assert have.dtype == want.dtype and torch.equal(have, want)
     chunks = len(list(onednn._chunk_rows(rows)))
     assert len(recorder.rows) == len(expected) * chunks and set(recorder.rows) <= CHUNK_SHAPES
+
+
+@pytest.mark.parametrize("columns", ROW_COUNTS)
+def test_chunked_bf16_matmuls_give_the_same_columns_by_products_of_few_shapes(columns):
+    """A matmul whose right operand changes with the document (the coarse scorers' spans against spans, ``x @
+    spans.T``) computes its columns in chunks of the rows' shapes too: the same values, a few shapes."""
+    generator = torch.Generator().manual_seed(columns)
+    x, spans = small_integers(generator, 300, 16), small_integers(generator, columns, 16)
+    with torch.no_grad():
+        expected = [x @ spans.T, torch.mm(x, spans.T.contiguous())]  # a transposed view, and a contiguous operand
+        recorder = ProductRows()
+        with recorder, reused_product_shapes():
+            chunked = [x @ spans.T, torch.mm(x, spans.T.contiguous())]
+    for want, have in zip(expected, chunked, strict=True):
+        assert have.dtype == want.dtype and have.is_contiguous() and torch.equal(have, want)
+    chunks = len(list(onednn._chunk_rows(columns)))
+    assert recorder.rows == [2 * PRODUCT_ROW_ALIGNMENT] * (2 * chunks) and set(recorder.columns) <= CHUNK_SHAPES
+
+
+def test_a_batch_of_bf16_matmuls_is_chunked_product_by_product():
+    """Several documents' spans side by side (``[G, w, D] @ [G, D, w]``, the baseline's grouped coarse scores): each
+    document's product in chunks; a batch ``mm`` refuses as torch does."""
+    generator = torch.Generator().manual_seed(3)
+    x, other = small_integers(generator, 3, 261, 16), small_integers(generator, 3, 16, 261)
+    with torch.no_grad():
+        expected = x @ other
+        recorder = ProductRows()
+        with recorder, reused_product_shapes():
+            chunked = x @ other
+            with pytest.raises(RuntimeError):
+                torch.mm(x, other)
+    assert chunked.shape == expected.shape and torch.equal(chunked, expected)
+    assert recorder.rows[:3] == [2 * PRODUCT_ROW_ALIGNMENT] * 3 and recorder.columns[:3] == recorder.rows[:3]
 
 
 def test_a_bf16_product_of_no_rows_is_computed_as_it_is():

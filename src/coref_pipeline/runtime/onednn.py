@@ -34,7 +34,10 @@ took 1.08x the time of ``--precision 32`` (``docs/benchmarks.md``, "Throughput o
 :func:`reused_product_shapes` is a context in which each bf16 ``linear``, ``addmm`` and 2-D ``matmul`` without a
 gradient computes its rows in chunks of ``PRODUCT_CHUNK_ROWS``, the last padded with zero rows to a multiple of
 ``PRODUCT_ROW_ALIGNMENT``: a product meets at most ``PRODUCT_CHUNK_ROWS / PRODUCT_ROW_ALIGNMENT`` row counts,
-whatever the document. Each row is computed by a product of another shape: the same row up to the order of its sums'
+whatever the document. A ``matmul`` whose right operand changes with the document too (the coarse scorers: a
+segment's spans against its entities' mentions, a document's kept spans against each other) computes its columns in
+the same chunks, the last padded with zero columns; a batch of 2-D ``matmul`` (several documents' spans side by side)
+each of its products so. Each row is computed by a product of another shape: the same row up to the order of its sums'
 terms, which oneDNN may choose by shape (on the AMX host, one cluster of one document of 30 differed in bf16).
 Prediction enters it around its bf16 autocast on such a CPU
 (:func:`reuses_product_shapes`); elsewhere compiling costs little and the chunks' copies cost more (held to
@@ -244,6 +247,20 @@ def _in_chunks(
     return chunks[0] if len(chunks) == 1 else torch.cat(chunks)
 
 
+def _matmul_in_chunks(product: Callable[..., torch.Tensor], x: torch.Tensor, other: torch.Tensor) -> torch.Tensor:
+    """``product(x, other)`` of ``x`` ``[M, K]`` and ``other`` ``[K, N]``, its rows and its columns in chunks
+    (``_chunk_rows`` of each): a product whose right operand changes with the document (the coarse scorers' spans
+    against spans or entities) meets a few column counts too. ``[M, N]``."""
+    columns = other.shape[1]
+    if not columns:
+        return _in_chunks(product, x.shape[0], (x, True), (other, False))
+    parts = []
+    for first, size, padded in _chunk_rows(columns):
+        block = _padded(other[:, first : first + size].transpose(0, 1), padded).transpose(0, 1)  # [K, padded]
+        parts.append(_in_chunks(product, x.shape[0], (x, True), (block, False))[:, :size])
+    return parts[0].contiguous() if len(parts) == 1 else torch.cat(parts, dim=1)
+
+
 def _bf16_prediction(*tensors: torch.Tensor | None) -> bool:
     """Whether a product of these CPU tensors computes in bf16 without a gradient: under bf16 autocast or of bf16."""
     present = [t for t in tensors if t is not None]
@@ -255,8 +272,8 @@ def _bf16_prediction(*tensors: torch.Tensor | None) -> bool:
 
 
 class _ReusedProductShapes(TorchFunctionMode):
-    """bf16 ``linear``, ``addmm`` and 2-D ``matmul`` without a gradient in row chunks (module docstring); every other
-    call as it is."""
+    """bf16 ``linear``, ``addmm`` and 2-D ``matmul`` (and batches of it) without a gradient in row chunks, a
+    ``matmul``'s columns too (module docstring); every other call as it is."""
 
     MATMULS = frozenset({torch.matmul, torch.mm, torch.Tensor.matmul, torch.Tensor.mm, torch.Tensor.__matmul__})
 
@@ -275,9 +292,13 @@ class _ReusedProductShapes(TorchFunctionMode):
                 return _in_chunks(func, x.shape[0], (added, rowwise), (x, True), (other, False))
         elif func in self.MATMULS and len(args) == 2 and not kwargs:
             x, other = args
-            if isinstance(x, torch.Tensor) and isinstance(other, torch.Tensor) and x.dim() == 2 and other.dim() == 2:
-                if _bf16_prediction(x, other):
-                    return _in_chunks(func, x.shape[0], (x, True), (other, False))
+            if isinstance(x, torch.Tensor) and isinstance(other, torch.Tensor) and _bf16_prediction(x, other):
+                if x.dim() == 2 and other.dim() == 2:
+                    return _matmul_in_chunks(func, x, other)
+                batched = func not in (torch.mm, torch.Tensor.mm) and x.dim() == 3 and other.dim() == 3
+                if batched and x.shape[0] == other.shape[0] and x.shape[0]:
+                    # a batch of products (several documents' spans side by side): each one's rows and columns
+                    return torch.stack([_matmul_in_chunks(func, *pair) for pair in zip(x, other, strict=True)])
         return func(*args, **kwargs)
 
 

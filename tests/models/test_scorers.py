@@ -17,6 +17,24 @@ from tests.models.tiny import make_document, tiny_config, tiny_encoder, tiny_ten
 from tests.tolerances import assert_gradients_reordered_close, assert_reordered_close, ffnn_terms, is_softmax_shift
 
 
+def test_without_a_gradient_the_first_layer_parts_share_one_copy_made_once():
+    """Prediction (no gradient): the parts in bf16 are views of the weight's one bf16 copy (``cast_once``), the values
+    of each part cast, made once however many segments ask for them."""
+    scorer = BaselineCorefModel(tiny_config(), tiny_encoder(seed=1)).pair_scorer
+    weight = scorer.slow_antecedent_scores.hidden[0].weight
+    with torch.no_grad():
+        first, second = scorer.first_layer_parts(torch.bfloat16), scorer.first_layer_parts(torch.bfloat16)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            under_autocast = scorer.first_layer_parts()
+    d = scorer.span_dim
+    views = weight.detach().split([d, d, d, scorer.feature_size], dim=1)
+    for parts in (first, second, under_autocast):
+        found = [parts.target, parts.candidate, *parts.products, parts.features]
+        assert all(torch.equal(part, view.bfloat16()) for part, view in zip(found, views, strict=True))
+    assert first.target.untyped_storage().data_ptr() == second.candidate.untyped_storage().data_ptr()
+    assert under_autocast.target.untyped_storage().data_ptr() == first.target.untyped_storage().data_ptr()
+
+
 def test_the_pair_scorers_first_layer_parts_are_cast_once_under_autocast_with_the_same_scores_and_gradients():
     torch.manual_seed(0)
     scorer = BaselineCorefModel(tiny_config(), tiny_encoder(seed=1)).pair_scorer

@@ -322,3 +322,48 @@ def test_prediction_autocast_computes_in_bf16_within_its_with_only(monkeypatch):
         assert not torch.is_autocast_enabled("cpu")
         assert (x @ x.T[:, :8]).dtype == torch.float32
     assert recorder.rows == [300, 2 * PRODUCT_ROW_ALIGNMENT, 300]  # the chunks within the with only
+
+
+def test_a_parameters_prediction_copy_is_made_once_while_its_values_stand():
+    layer = torch.nn.Linear(16, 8)
+    copy = onednn.cast_once(layer.weight, torch.bfloat16)
+    assert copy.dtype == torch.bfloat16 and torch.equal(copy, layer.weight.detach().bfloat16())
+    assert onednn.cast_once(layer.weight, torch.bfloat16) is copy  # kept
+    with torch.no_grad():
+        layer.weight.mul_(2)  # an in-place change (an optimiser's step, a load_state_dict)
+    changed = onednn.cast_once(layer.weight, torch.bfloat16)
+    assert changed is not copy and torch.equal(changed, layer.weight.detach().bfloat16())
+    layer.weight.data = torch.zeros(8, 16)  # new data under the same parameter
+    assert not onednn.cast_once(layer.weight, torch.bfloat16).any()
+    plain = torch.ones(3)
+    assert onednn.cast_once(plain, torch.bfloat16) is not onednn.cast_once(plain, torch.bfloat16)  # not a parameter
+    assert onednn.cast_once(None, torch.bfloat16) is None
+    assert onednn.cast_once(copy, torch.bfloat16) is copy  # already in the dtype
+    key = (id(layer.weight), torch.bfloat16)
+    assert key in onednn._PREDICTION_COPIES
+    del layer
+    assert key not in onednn._PREDICTION_COPIES  # the copy leaves with its parameter
+
+
+@pytest.mark.parametrize("amx", [False, True])
+def test_prediction_autocast_casts_a_linears_parameters_once_to_the_same_values(monkeypatch, amx):
+    """A model loaded for prediction records no gradient for its weights, so autocast would cast each of them again at
+    every product: within ``prediction_autocast`` a ``linear``'s weight and bias are cast once (the same values, so the
+    same products), with or without the AMX chunks; in training (a gradient) autocast casts them as before."""
+    monkeypatch.setattr(onednn, "_amx_kernels", lambda: amx)
+    torch.manual_seed(0)
+    layer, x = torch.nn.Linear(16, 8).requires_grad_(False), torch.randn(300, 16)
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            expected = layer(x)
+        with prediction_autocast(torch.device("cpu"), torch.bfloat16):
+            first, second = layer(x), layer(x)
+    assert first.dtype == torch.bfloat16 and torch.equal(first, expected) and torch.equal(second, expected)
+    kept = onednn._PREDICTION_COPIES[(id(layer.weight), torch.bfloat16)][3]
+    casts = []
+    monkeypatch.setattr(onednn, "cast_once", lambda tensor, dtype: casts.append(tensor) or tensor.to(dtype))
+    trained = torch.nn.Linear(16, 8)
+    with prediction_autocast(torch.device("cpu"), torch.bfloat16):
+        trained(x).float().sum().backward()  # a gradient to compute: autocast's own cast, differentiable
+    assert not casts and trained.weight.grad is not None and trained.weight.grad.abs().sum() > 0
+    assert onednn._PREDICTION_COPIES[(id(layer.weight), torch.bfloat16)][3] is kept

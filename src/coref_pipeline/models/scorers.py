@@ -28,7 +28,7 @@ from torch import nn
 from coref_pipeline.models.layers import FFNN, Dropout, init_weights
 from coref_pipeline.models.lookups import LookupPart, LookupRows
 from coref_pipeline.models.spans import SpanAttentionTable, prune_spans, span_attention_explicit
-from coref_pipeline.runtime.onednn import prediction_autocast
+from coref_pipeline.runtime.onednn import cast_once, prediction_autocast
 
 if TYPE_CHECKING:
     from coref_pipeline.models.config import BaselineConfig, IncrementalConfig
@@ -372,17 +372,6 @@ class PairScorer(nn.Module):
         cast once is a fraction of the pairs' fp32 copies."""
         return self.inference_dtype if self.enters_inference_dtype(like) else compute_dtype(like)
 
-    def parts_in(self, parts: FirstLayerParts, dtype: torch.dtype) -> FirstLayerParts:
-        """``parts`` cast to ``dtype`` once (autocast casts a view of a weight at every matmul that uses it)."""
-        if parts.target.dtype == dtype:
-            return parts
-        return FirstLayerParts(
-            parts.target.to(dtype),
-            parts.candidate.to(dtype),
-            tuple(part.to(dtype) for part in parts.products),
-            None if parts.features is None else parts.features.to(dtype),
-        )
-
     def features(
         self,
         same_speaker: torch.Tensor | None,
@@ -461,20 +450,25 @@ class PairScorer(nn.Module):
         embedded = nn.functional.embedding(rows, table.weight)  # [P, features used, feature_size]
         return self.dropout(embedded.view(rows.shape[0], 1, -1))  # [P, 1, features]
 
-    def first_layer_parts(self) -> FirstLayerParts:
-        """The first layer's weight split into target, candidate, product (and feature) parts.
+    def first_layer_parts(self, dtype: torch.dtype | None = None) -> FirstLayerParts:
+        """The first layer's weight split into target, candidate, product (and feature) parts, in ``dtype`` (None:
+        the compute dtype, bf16 under bf16 autocast).
 
         A caller scoring many times in one graph splits once and passes the parts
         on: every split adds a full-size gradient copy to the backward pass. With ``fixed_columns``, in
         training, the product part comes in two, its fixed columns and the rest (``scores`` splits its GEMM
-        there): one split for both. Under autocast the parts are in its compute dtype (bf16), cast once.
+        there): one split for both. Under autocast the parts are in its compute dtype (bf16), cast once; without a
+        gradient (prediction) the weight's copy in that dtype is made once while it does not change
+        (``runtime.onednn.cast_once``), not at every call (each segment of the incremental model's).
         """
         d = self.span_dim
         fixed = self.fixed_columns if torch.is_grad_enabled() else 0
         sizes = [d, d] + ([fixed, d - fixed] if fixed else [d]) + ([self.feature_size] if self.feature_size else [])
         weight = self.slow_antecedent_scores.hidden[0].weight
+        dtype = compute_dtype(weight) if dtype is None else dtype
+        if dtype != weight.dtype and not torch.is_grad_enabled():
+            weight = cast_once(weight, dtype)
         parts = weight.split(sizes, dim=1)  # each [ffnn, part]
-        dtype = compute_dtype(weight)
         if dtype != weight.dtype:
             # Cast once here: autocast caches the casts of whole weights, not of these views, and
             # would otherwise cast a part again at every matmul that uses it.

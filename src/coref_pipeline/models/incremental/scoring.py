@@ -148,7 +148,7 @@ class SegmentScores:
         dtype = model.pair_scorer.scoring_dtype(embeddings)
         self.scored = ScoredTables(embeddings, target_projections, self.static_embeddings, self.static_projections)
         if not torch.is_grad_enabled() and dtype != embeddings.dtype:
-            self.weights = model.pair_scorer.parts_in(weights, dtype)
+            self.weights = model.pair_scorer.first_layer_parts(dtype)  # ``weights`` in ``dtype``, without a graph
             self.scored = ScoredTables(*(as_dtype(tensor, dtype) for tensor in self.scored))
         self.coarse_scores = None  # [n, B + n]: the bilinear term + each row's prior (the coarse score)
         if model.uses_coarse:

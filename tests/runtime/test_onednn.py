@@ -194,16 +194,23 @@ def products(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, added: t
     ]
 
 
+def unchunked_and_chunked(compute):
+    """``compute()``'s products without a gradient as torch computes them, then under ``reused_product_shapes`` with
+    a ``ProductRows`` recording what reaches torch: (unchunked, chunked, the recorder)."""
+    with torch.no_grad():
+        expected = compute()
+        recorder = ProductRows()
+        with recorder, reused_product_shapes():
+            chunked = compute()
+    return expected, chunked, recorder
+
+
 @pytest.mark.parametrize("rows", ROW_COUNTS)
 def test_chunked_bf16_products_give_the_same_rows_by_products_of_few_shapes(rows):
     generator = torch.Generator().manual_seed(rows)
     x, added = small_integers(generator, rows, 16), small_integers(generator, rows, 8)
     weight, bias = small_integers(generator, 8, 16), small_integers(generator, 8)
-    with torch.no_grad():
-        expected = products(x, weight, bias, added)
-        recorder = ProductRows()
-        with recorder, reused_product_shapes():
-            chunked = products(x, weight, bias, added)
+    expected, chunked, recorder = unchunked_and_chunked(lambda: products(x, weight, bias, added))
     for want, have in zip(expected, chunked, strict=True):
         assert have.dtype == want.dtype and torch.equal(have, want)
     chunks = len(list(onednn._chunk_rows(rows)))
@@ -216,11 +223,8 @@ def test_chunked_bf16_matmuls_give_the_same_columns_by_products_of_few_shapes(co
     spans.T``) computes its columns in chunks of the rows' shapes too: the same values, a few shapes."""
     generator = torch.Generator().manual_seed(columns)
     x, spans = small_integers(generator, 300, 16), small_integers(generator, columns, 16)
-    with torch.no_grad():
-        expected = [x @ spans.T, torch.mm(x, spans.T.contiguous())]  # a transposed view, and a contiguous operand
-        recorder = ProductRows()
-        with recorder, reused_product_shapes():
-            chunked = [x @ spans.T, torch.mm(x, spans.T.contiguous())]
+    # a transposed view, and a contiguous operand
+    expected, chunked, recorder = unchunked_and_chunked(lambda: [x @ spans.T, torch.mm(x, spans.T.contiguous())])
     for want, have in zip(expected, chunked, strict=True):
         assert have.dtype == want.dtype and have.is_contiguous() and torch.equal(have, want)
     chunks = len(list(onednn._chunk_rows(columns)))
@@ -247,11 +251,7 @@ def test_a_bf16_product_of_no_rows_is_computed_as_it_is():
     generator = torch.Generator().manual_seed(0)
     x, added = small_integers(generator, 0, 16), small_integers(generator, 0, 8)
     weight, bias = small_integers(generator, 8, 16), small_integers(generator, 8)
-    with torch.no_grad():
-        expected = products(x, weight, bias, added)
-        recorder = ProductRows()
-        with recorder, reused_product_shapes():
-            chunked = products(x, weight, bias, added)
+    expected, chunked, recorder = unchunked_and_chunked(lambda: products(x, weight, bias, added))
     for want, have in zip(expected, chunked, strict=True):
         assert have.dtype == want.dtype and have.shape == want.shape == (*want.shape[:-1], 8) and not have.numel()
     assert recorder.rows == [0] * len(expected)

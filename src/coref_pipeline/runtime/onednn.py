@@ -321,8 +321,10 @@ def cast_once(tensor: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor |
     assignment moves) and while it lives; anything else is cast as it is. Autocast casts each weight again at every
     product where the weight records no gradient (a model loaded for prediction): on a CPU with AMX 1.6 ms of each
     OntoNotes-shaped document's encoder pass (``docs/benchmarks.md``). The same values as autocast's cast."""
-    if tensor is None or tensor.dtype == dtype or not isinstance(tensor, torch.nn.Parameter):
-        return tensor if tensor is None or tensor.dtype == dtype else tensor.to(dtype)
+    if tensor is None or tensor.dtype == dtype:
+        return tensor
+    if not isinstance(tensor, torch.nn.Parameter):
+        return tensor.to(dtype)
     key = (id(tensor), dtype)
     kept = _PREDICTION_COPIES.get(key)
     if kept is not None and kept[0]() is tensor and kept[1:3] == (tensor._version, tensor.data_ptr()):
